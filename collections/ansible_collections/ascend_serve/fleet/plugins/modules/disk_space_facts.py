@@ -1,0 +1,79 @@
+#!/usr/bin/python
+"""Free space for paths that may not exist yet, measured on the filesystem that will hold them."""
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+---
+module: disk_space_facts
+short_description: Free space on the filesystems that hold (or will hold) given paths
+description:
+  - For every path, walks up to the nearest existing directory and measures it with
+    C(statvfs(2)), so a path created later by an installer is checked on the filesystem it will
+    land on. Also reports that filesystem's mount point.
+  - Works where C(ansible_mounts) is incomplete (containers, bind mounts).
+version_added: 0.1.0
+options:
+  paths:
+    description: Absolute paths.
+    type: list
+    elements: path
+    required: true
+author:
+  - ascend-serve developers
+"""
+
+EXAMPLES = r"""
+- name: Measure space for the CANN install path
+  ascend_serve.fleet.disk_space_facts:
+    paths: [/usr/local/Ascend]
+"""
+
+RETURN = r"""
+ansible_facts:
+  description: Facts added to the host.
+  returned: always
+  type: dict
+  contains:
+    ascend_disk_space:
+      description: Path to measurement.
+      type: dict
+      sample:
+        /usr/local/Ascend: {"measured_at": "/usr/local", "mount": "/", "free_bytes": 1048576}
+"""
+
+import os
+
+from ansible.module_utils.basic import AnsibleModule
+
+
+def measure(path: str) -> dict[str, object]:
+    existing = os.path.abspath(path)
+    while not os.path.isdir(existing):
+        existing = os.path.dirname(existing)
+    mount = existing
+    while not os.path.ismount(mount):
+        mount = os.path.dirname(mount)
+    st = os.statvfs(existing)
+    return {
+        "measured_at": existing,
+        "mount": mount,
+        "free_bytes": st.f_bavail * st.f_frsize,
+        "total_bytes": st.f_blocks * st.f_frsize,
+    }
+
+
+def main() -> None:
+    module = AnsibleModule(
+        argument_spec={"paths": {"type": "list", "elements": "path", "required": True}},
+        supports_check_mode=True,
+    )
+    bad = [p for p in module.params["paths"] if not os.path.isabs(p)]
+    if bad:
+        module.fail_json(msg=f"paths must be absolute: {', '.join(bad)}")
+    facts = {p: measure(p) for p in module.params["paths"]}
+    module.exit_json(changed=False, ansible_facts={"ascend_disk_space": facts})
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,151 @@
+"""Command line of the simulator (test infrastructure, not part of the product).
+
+  python -m ascend_sim node create DIR --model atlas800-a2 [--npus N] [--health NPU=STATE]
+  python -m ascend_sim node up NAME --model atlas800-a2 [--image IMG] [--npus N]
+  python -m ascend_sim node down NAME
+  python -m ascend_sim fault DIR installer_crash driver [--times N]
+  python -m ascend_sim health DIR NPU STATE
+  python -m ascend_sim packages OUT --driver V --firmware V [--cann V] [--chip 910b] [--arch A]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from .models import SERVER_MODELS, Node, make_node
+from .runfile import Package, build, sha256_of
+from .sysfs import write_pci_tree
+
+STATE_DIR = Path(os.environ.get("ASCEND_SIM_STATE", "/var/lib/ascend-sim"))
+DEFAULT_IMAGE = os.environ.get("ASCEND_SIM_IMAGE", "localhost/ascend-serve-node:bookworm")
+HEALTH_STATES = ("OK", "Warning", "Alarm", "Critical", "UNKNOWN")
+
+
+def create_node(directory: Path, model: str, npus: int | None, health: list[str]) -> Node:
+    node = make_node(model, npus)
+    for item in health:
+        npu_text, _, state = item.partition("=")
+        set_health(node, int(npu_text), state)
+    directory.mkdir(parents=True, exist_ok=True)
+    node.save(directory / "node.json")
+    write_pci_tree(node, directory / "sysfs")
+    return node
+
+
+def set_health(node: Node, npu: int, state: str) -> None:
+    if state not in HEALTH_STATES:
+        raise SystemExit(f"health must be one of {', '.join(HEALTH_STATES)}")
+    chips = [c for c in node.chips if c.npu == npu]
+    if not chips:
+        raise SystemExit(f"node has no NPU {npu}")
+    for chip in chips:
+        chip.health = state
+
+
+def podman_volumes(directory: Path) -> list[str]:
+    """The mounts that make a container a simulated node (also used by molecule.yml)."""
+    return [f"{directory}/sysfs:/sys/bus/pci/devices:ro", f"{directory}:/opt/ascend-sim:rw"]
+
+
+def node_up(name: str, model: str, npus: int | None, image: str) -> Path:
+    directory = STATE_DIR / name
+    subprocess.run(["podman", "rm", "-f", "--ignore", name], check=True, capture_output=True)
+    create_node(directory, model, npus, [])
+    cmd = ["podman", "run", "-d", "--name", name, "--hostname", name]
+    for volume in podman_volumes(directory):
+        cmd += ["-v", volume]
+    cmd += ["--systemd=always", image, "/sbin/init"]
+    subprocess.run(cmd, check=True, capture_output=True)
+    return directory
+
+
+def build_packages(args: argparse.Namespace) -> dict[str, str]:
+    out = Path(args.out)
+    corrupt = set(args.corrupt or [])
+    pkgs = [
+        Package("driver", args.driver, args.chip, args.arch),
+        Package("firmware", args.firmware, args.chip, args.arch, hdk=args.driver),
+    ]
+    if args.cann:
+        pkgs += [
+            Package(kind, args.cann, args.chip, args.arch)
+            for kind in ("toolkit", "kernels", "nnal")
+        ]
+    result: dict[str, str] = {}
+    for pkg in pkgs:
+        path = build(pkg, out)
+        result[pkg.filename] = sha256_of(path)
+        if pkg.kind in corrupt:  # pinned checksum of the good file, damaged file on disk
+            build(pkg, out, corrupt=True)
+    return result
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="ascend_sim", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="cmd", required=True)
+
+    node_p = sub.add_parser("node", help="create, start or remove a simulated node")
+    node_sub = node_p.add_subparsers(dest="action", required=True)
+    create_p = node_sub.add_parser("create")
+    create_p.add_argument("dir")
+    up_p = node_sub.add_parser("up")
+    up_p.add_argument("name")
+    for p in (create_p, up_p):
+        p.add_argument("--model", choices=sorted(SERVER_MODELS), default="atlas800-a2")
+        p.add_argument("--npus", type=int)
+    create_p.add_argument("--health", action="append", default=[], metavar="NPU=STATE")
+    up_p.add_argument("--image", default=DEFAULT_IMAGE)
+    down_p = node_sub.add_parser("down")
+    down_p.add_argument("name")
+
+    fault_p = sub.add_parser("fault", help="arm a one-shot fault on a node")
+    fault_p.add_argument("dir")
+    fault_p.add_argument("fault", choices=["installer_crash"])
+    fault_p.add_argument("subject", help="package kind, e.g. driver")
+    fault_p.add_argument("--times", type=int, default=1)
+
+    health_p = sub.add_parser("health", help="set the health of one NPU's chips")
+    health_p.add_argument("dir")
+    health_p.add_argument("npu", type=int)
+    health_p.add_argument("state", choices=HEALTH_STATES)
+
+    pkg_p = sub.add_parser("packages", help="build vendor installers; prints name -> sha256")
+    pkg_p.add_argument("out")
+    pkg_p.add_argument("--driver", required=True)
+    pkg_p.add_argument("--firmware", required=True)
+    pkg_p.add_argument("--cann")
+    pkg_p.add_argument("--chip", default="910b")
+    pkg_p.add_argument("--arch", default=os.uname().machine)
+    pkg_p.add_argument("--corrupt", action="append", choices=["driver", "firmware", "toolkit",
+                                                               "kernels", "nnal"])
+
+    args = parser.parse_args(argv)
+    if args.cmd == "node":
+        if args.action == "create":
+            create_node(Path(args.dir), args.model, args.npus, args.health)
+        elif args.action == "up":
+            print(node_up(args.name, args.model, args.npus, args.image))
+        else:
+            subprocess.run(["podman", "rm", "-f", "--ignore", args.name], check=True)
+    elif args.cmd in ("fault", "health"):
+        path = Path(args.dir) / "node.json"
+        node = Node.load(path)
+        if args.cmd == "fault":
+            node.faults.setdefault(args.fault, {})[args.subject] = args.times
+        else:
+            set_health(node, args.npu, args.state)
+        node.save(path)
+    else:
+        json.dump(build_packages(args), sys.stdout, indent=2, sort_keys=True)
+        print()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,125 @@
+#!/usr/bin/env bash
+# Prepare this machine for the local (simulated) job and the test suite.
+# Safe to run again: every step checks first and only acts on a difference.
+#   - Debian packages: podman, runc, debootstrap (containers for simulated nodes)
+#   - podman settings that rootful podman needs on this machine kind (see docs in README)
+#   - the project venv (.venv) with pinned Python dependencies (constraints.txt)
+#   - the locally built base image for simulated nodes (no registry is reachable)
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+VENV="${ASCEND_SERVE_VENV:-$ROOT/.venv}"
+IMAGE="${ASCEND_SIM_IMAGE:-localhost/ascend-serve-node:bookworm}"
+PYTHON="${PYTHON:-python3}"
+
+log() { printf '\033[1m[bootstrap]\033[0m %s\n' "$*"; }
+
+need_root() {
+  if [ "$(id -u)" -ne 0 ]; then
+    echo "bootstrap must run as root (rootful podman, apt-get)" >&2
+    exit 2
+  fi
+}
+
+install_debs() {
+  local missing=()
+  for pkg in podman runc debootstrap; do
+    dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q 'install ok installed' || missing+=("$pkg")
+  done
+  if [ "${#missing[@]}" -gt 0 ]; then
+    log "installing Debian packages: ${missing[*]}"
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+      "${missing[@]}" ca-certificates iptables slirp4netns netavark aardvark-dns >/dev/null
+  fi
+}
+
+configure_podman() {
+  # Three settings measured on this machine kind: the hard nofile limit is below crun's default,
+  # cgroups are hybrid (runc + cgroupfs), and PID 1 in our images ignores SIGTERM.
+  local conf=/etc/containers/containers.conf
+  local want
+  want=$(cat <<'EOF'
+# Managed by ascend-serve scripts/bootstrap.sh
+[containers]
+default_ulimits = ["nofile=20000:20000", "nproc=32768:32768"]
+
+[engine]
+runtime = "runc"
+cgroup_manager = "cgroupfs"
+events_logger = "file"
+stop_timeout = 1
+EOF
+)
+  if [ ! -f "$conf" ] || [ "$(cat "$conf")" != "$want" ]; then
+    log "writing $conf"
+    mkdir -p /etc/containers
+    printf '%s\n' "$want" > "$conf"
+  fi
+}
+
+make_venv() {
+  local stamp="$VENV/.ascend-serve-constraints.sha256"
+  local want
+  want=$(cat "$ROOT/constraints.txt" "$ROOT/pyproject.toml" | sha256sum | cut -d' ' -f1)
+  if [ -x "$VENV/bin/python" ] && [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ]; then
+    return 0
+  fi
+  log "creating venv $VENV (pinned by constraints.txt)"
+  [ -x "$VENV/bin/python" ] || "$PYTHON" -m venv "$VENV"
+  "$VENV/bin/python" -m pip install -q --upgrade pip 2>&1 | grep -v '^WARNING: Location' || true
+  "$VENV/bin/python" -m pip install -q -c "$ROOT/constraints.txt" -e "$ROOT[dev]" 2>&1 \
+    | grep -v '^WARNING: Location' || true
+  "$VENV/bin/python" -c 'import ansible_runner, molecule, ascend_serve' 
+  echo "$want" > "$stamp"
+}
+
+debian_mirror() {
+  # The mirror this machine already uses; never a hard-coded host.
+  local uri=""
+  if [ -f /etc/apt/sources.list.d/debian.sources ]; then
+    uri=$(awk '/^URIs:/ {print $2; exit}' /etc/apt/sources.list.d/debian.sources)
+  fi
+  if [ -z "$uri" ] && [ -f /etc/apt/sources.list ]; then
+    uri=$(awk '$1 == "deb" && $0 !~ /security/ {print $2; exit}' /etc/apt/sources.list)
+  fi
+  if [ -z "$uri" ]; then
+    echo "no Debian mirror found in the apt sources of this machine" >&2
+    exit 3
+  fi
+  echo "$uri"
+}
+
+build_image() {
+  # The recipe's hash is stored as an image label; a changed recipe rebuilds the image.
+  local packages="python3,python3-apt,sudo,ca-certificates,iproute2,procps,systemd,systemd-sysv,dbus,kmod,pciutils"
+  local recipe="bookworm|$packages|v1"
+  local want have
+  want=$(printf '%s' "$recipe" | sha256sum | cut -c1-16)
+  have=$(podman image inspect --format '{{ index .Labels "ascend-serve.recipe" }}' "$IMAGE" 2>/dev/null || true)
+  if [ "$have" = "$want" ]; then
+    return 0
+  fi
+  local mirror dir
+  mirror=$(debian_mirror)
+  dir=$(mktemp -d /var/tmp/ascend-serve-rootfs.XXXXXX)
+  log "building $IMAGE with debootstrap from $mirror (about a minute)"
+  debootstrap --variant=minbase --include="$packages" bookworm "$dir" "$mirror" >/dev/null
+  # Empty apt lists dated in the past: roles with cache_valid_time refresh them.
+  rm -rf "$dir"/var/lib/apt/lists/* "$dir"/var/cache/apt/archives/*.deb
+  touch -d @0 "$dir/var/lib/apt/lists"
+  # No getty/udev noise when the image boots systemd inside podman.
+  rm -f "$dir"/etc/systemd/system/getty.target.wants/* 2>/dev/null || true
+  tar -C "$dir" -c . | podman import \
+    --change 'CMD ["/sbin/init"]' \
+    --change "LABEL ascend-serve.recipe=$want" \
+    - "$IMAGE" >/dev/null
+  rm -rf "$dir"
+}
+
+need_root
+install_debs
+configure_podman
+make_venv
+build_image
+log "ready: venv $VENV, image $IMAGE"

@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# Run every test: lint (yamllint, ansible-lint production profile, ruff, mypy), then pytest, which
+# holds the unit tests, the molecule scenarios (podman containers) and the local main job.
+# Extra arguments go to pytest, e.g.  scripts/test.sh -m "not molecule"  for the quick part.
+set -euo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$ROOT"
+
+bash scripts/bootstrap.sh
+# shellcheck disable=SC1091
+source .venv/bin/activate
+export PYTHONPATH="$ROOT/molecule"
+export ANSIBLE_FORCE_COLOR=0 PY_COLORS=0
+
+echo "== yamllint";    yamllint --strict .
+echo "== ansible-lint"; ansible-lint --profile production
+echo "== ruff";        ruff check .
+echo "== mypy";        mypy
+echo "== pytest"
+exec pytest "$@"

@@ -1,0 +1,40 @@
+"""The README's main command, end to end on the simulated local node, run twice."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+NODE = "ascend-local-a2"
+
+
+def _run(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [str(ROOT / "scripts" / "local-deploy.sh"), *args],
+        cwd=ROOT, capture_output=True, text=True, check=False,
+    )
+
+
+@pytest.mark.molecule
+def test_local_deploy_fresh_then_no_change() -> None:
+    first = _run("--fresh")
+    assert first.returncode == 0, first.stdout[-4000:] + first.stderr[-4000:]
+    assert "preflight ascend-local-a2: PASSED" in first.stdout
+    second = _run()
+    assert second.returncode == 0, second.stdout[-4000:] + second.stderr[-4000:]
+    recap = re.search(rf"{NODE}\s*:\s*ok=\d+\s+changed=(\d+)\s+unreachable=0\s+failed=0",
+                      second.stdout)
+    assert recap is not None, second.stdout[-4000:]
+    assert recap.group(1) == "0", "a second run of the main job must change nothing"
+    report = json.loads(
+        subprocess.run(["podman", "exec", NODE, "cat", "/var/lib/ascend-serve/preflight.json"],
+                       capture_output=True, text=True, check=True).stdout
+    )
+    assert report["passed"] is True
+    assert len(report["facts"]["npus"]) == 8
+    subprocess.run(["podman", "rm", "-f", NODE], capture_output=True, check=False)
