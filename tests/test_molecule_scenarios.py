@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -28,7 +29,7 @@ def test_molecule_scenario(scenario: str, tmp_path: Path) -> None:
                ANSIBLE_FORCE_COLOR="0")
     with log.open("w") as out:
         proc = subprocess.run(
-            ["molecule", "test", "-s", scenario],
+            [str(Path(sys.executable).parent / "molecule"), "test", "-s", scenario],
             cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT, check=False,
         )
     assert proc.returncode == 0, f"molecule scenario {scenario} failed:\n{_tail(log)}"

@@ -13,6 +13,7 @@ from rich.console import Console
 from rich.table import Table
 
 from . import __version__
+from .matrix import COMPONENTS, MatrixError, load_matrix, resolve
 from .preflight import PreflightReport, load_report
 
 # Exit codes: 0 success, 1 a check failed, 2 bad usage or unreadable input.
@@ -28,7 +29,8 @@ preflight_app = typer.Typer(help="Read preflight reports written by the prefligh
                             no_args_is_help=True)
 app.add_typer(preflight_app, name="preflight")
 
-console = Console()
+# Wide output when piped (reports, CI logs); the terminal's width otherwise.
+console = Console(width=None if sys.stdout.isatty() else 160)
 err_console = Console(stderr=True, soft_wrap=True)
 
 
@@ -86,3 +88,61 @@ def preflight_report(
     else:
         _render_report(report)
     raise typer.Exit(EXIT_OK if report.passed and not report.failed_checks else EXIT_CHECK_FAILED)
+
+
+def _parse_pins(pins: list[str]) -> dict[str, str]:
+    parsed: dict[str, str] = {}
+    for pin in pins:
+        key, sep, value = pin.partition("=")
+        if not sep or not value:
+            err_console.print(f"[red]--pin takes COMPONENT=VERSION, not {pin!r}[/red]")
+            raise typer.Exit(EXIT_BAD_INPUT)
+        parsed[key] = value
+    return parsed
+
+
+@app.command("matrix")
+def matrix_command(
+    set_name: Annotated[
+        str | None, typer.Option("--set", help="Check that this set exists (and fits the pins).")
+    ] = None,
+    pin: Annotated[
+        list[str] | None,
+        typer.Option(help=f"COMPONENT=VERSION to check ({', '.join(COMPONENTS)}); repeatable."),
+    ] = None,
+    chip: Annotated[
+        str | None, typer.Option(help="Chip family the set must support (910B, 910C).")
+    ] = None,
+    matrix_file: Annotated[
+        Path | None, typer.Option("--file", help="Matrix file (default: stack-matrix.yml).")
+    ] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON for machines.")] = False,
+) -> None:
+    """Print the supported locked version sets; with --set/--pin, resolve one or say why not."""
+    try:
+        matrix = load_matrix(matrix_file)
+    except MatrixError as exc:
+        err_console.print(f"[red]{exc}[/red]")
+        raise typer.Exit(EXIT_BAD_INPUT) from exc
+    sets = matrix.sets
+    pins = _parse_pins(pin or [])
+    if set_name or pins or chip:
+        try:
+            sets = [resolve(matrix, set_name, pins, chip)]
+        except MatrixError as exc:
+            if as_json:
+                typer.echo(json.dumps({"ok": False, "error": str(exc)}, indent=2))
+            else:
+                err_console.print(f"[red]{exc}[/red]")
+            raise typer.Exit(EXIT_CHECK_FAILED) from exc
+    if as_json:
+        typer.echo(json.dumps([s.model_dump() for s in sets], indent=2))
+        return
+    table = Table(title="Locked version sets (stack-matrix.yml)")
+    for column in ("set", "vllm-ascend", "vllm", "CANN", "torch", "torch-npu", "Python", "HDK",
+                   "chips"):
+        table.add_column(column)
+    for s in sets:
+        table.add_row(s.name, s.vllm_ascend, s.vllm, s.cann, s.torch, s.torch_npu,
+                      ", ".join(s.python), s.hdk, ", ".join(s.chips))
+    console.print(table)
