@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The main job on the embedded default: a simulated Atlas 800 A2 node (8 x 910B) in a local
-# podman container, site.yml against it with inventories/local, then the node's preflight report.
+# podman container, site.yml against it with inventories/local (preflight, OS packages, NPU driver
+# and firmware, CANN), then the node's preflight report and npu-smi.
 #   scripts/local-deploy.sh [--fresh] [ansible-playbook options, e.g. --tags preflight --check]
 # --fresh replaces the simulated node with a new, clean one; otherwise it is kept between runs,
 # so a second run shows that nothing changes.
@@ -16,10 +17,21 @@ bash scripts/bootstrap.sh
 # shellcheck disable=SC1091
 source .venv/bin/activate
 
+# The local artifact mirror: vendor-format installers for the inventory's version set, their pinned
+# sha256 (as a group_vars file), and a package mirror with the running kernel's headers.
+export PYTHONPATH="$ROOT/molecule"
+read -r stack_set firmware < <(python -c '
+import yaml
+v = yaml.safe_load(open("inventories/local/group_vars/ascend_nodes/main.yml"))
+print(v["ascend_stack_set"], v["npu_driver_firmware_version"])')
+python -m ascend_sim packages .artifacts/local --set "$stack_set" --firmware "$firmware" \
+  --vars-file inventories/local/group_vars/ascend_nodes/artifacts.yml >/dev/null
+python -m ascend_sim.mirror apt .artifacts/mirror/apt >/dev/null
+
 state=$(podman container inspect --format '{{.State.Status}}' "$NODE" 2>/dev/null || echo absent)
 if [ "$fresh" = 1 ] || [ "$state" = absent ]; then
   echo "[local-deploy] starting simulated Atlas 800 A2 node $NODE"
-  PYTHONPATH="$ROOT/molecule" python -m ascend_sim node up "$NODE" --model atlas800-a2 >/dev/null
+  python -m ascend_sim node up "$NODE" --model atlas800-a2 --mirror "$ROOT/.artifacts/mirror" >/dev/null
 elif [ "$state" != running ]; then
   podman start "$NODE" >/dev/null
 fi
@@ -28,3 +40,7 @@ ansible-playbook site.yml -i inventories/local/hosts.yml "$@"
 
 echo "[local-deploy] preflight report of $NODE:"
 podman exec "$NODE" cat /var/lib/ascend-serve/preflight.json | ascend-serve preflight report -
+if podman exec "$NODE" test -x /usr/local/sbin/npu-smi; then
+  echo "[local-deploy] npu-smi info on $NODE:"
+  podman exec "$NODE" /usr/local/sbin/npu-smi info
+fi
