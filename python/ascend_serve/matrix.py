@@ -139,6 +139,8 @@ def resolve(
         best = sorted(matrix.sets, key=lambda s: len(_mismatches(s, pin_map)))
         closest = [
             f"{s.name} (differs in: {', '.join(_mismatches(s, pin_map))})"
+            if _mismatches(s, pin_map)
+            else f"{s.name} (fits every pin)"
             for s in best[:3]
         ]
         per_component = [

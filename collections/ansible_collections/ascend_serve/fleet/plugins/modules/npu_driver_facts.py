@@ -1,0 +1,113 @@
+#!/usr/bin/python
+"""Read the installed NPU driver, the chips' firmware and the driver role's ledger in one call."""
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+---
+module: npu_driver_facts
+short_description: Installed Ascend NPU driver and firmware versions
+description:
+  - Reads C(<install_path>/driver/version.info) (C(Version=)), runs the driver's
+    C(upgrade-tool --device_index -1 --system_version) for the firmware of every chip when the
+    driver is there, reads the state ledger of an earlier run and the kernel's boot id.
+  - One round trip per host instead of one per file; changes nothing.
+version_added: 0.1.0
+options:
+  install_path:
+    description: Driver install path.
+    type: path
+    default: /usr/local/Ascend
+  ledger_path:
+    description: The npu_driver role's state ledger (local facts file).
+    type: path
+    default: /etc/ansible/facts.d/ascend_npu_driver.fact
+author:
+  - ascend-serve developers
+"""
+
+EXAMPLES = r"""
+- name: Read what is installed
+  ascend_serve.fleet.npu_driver_facts:
+"""
+
+RETURN = r"""
+ansible_facts:
+  description: Facts added to the host.
+  returned: always
+  type: dict
+  contains:
+    ascend_npu_driver_state:
+      description: Installed versions, ledger and boot id.
+      type: dict
+      sample:
+        driver_version: 25.5.0
+        firmware_versions: [7.8.0.2.212]
+        firmware_unreadable_chips: 0
+        ledger: {reboot_pending: true}
+        boot_id: 5b0c9f0e-...
+"""
+
+import json
+import os
+import re
+
+from ansible.module_utils.basic import AnsibleModule
+
+VERSION_RE = re.compile(r"^Version=(\S+)", re.MULTILINE)
+FIRMWARE_RE = re.compile(r'"version":"([^"]+)"')
+
+
+def _read(path: str) -> str:
+    try:
+        with open(path, encoding="utf-8") as fh:
+            return fh.read()
+    except FileNotFoundError:
+        return ""
+
+
+def main() -> None:
+    module = AnsibleModule(
+        argument_spec={
+            "install_path": {"type": "path", "default": "/usr/local/Ascend"},
+            "ledger_path": {
+                "type": "path",
+                "default": "/etc/ansible/facts.d/ascend_npu_driver.fact",
+            },
+        },
+        supports_check_mode=True,
+    )
+    base = module.params["install_path"]
+    match = VERSION_RE.search(_read(os.path.join(base, "driver", "version.info")))
+    tool = os.path.join(base, "driver", "tools", "upgrade-tool")
+    firmware: list[str] = []
+    unreadable = 0
+    if os.access(tool, os.X_OK):
+        rc, out, err = module.run_command([tool, "--device_index", "-1", "--system_version"])
+        if rc != 0:
+            module.fail_json(msg=f"{tool} failed with rc {rc}: {err.strip()}")
+        found = FIRMWARE_RE.findall(out)
+        unreadable = sum(1 for v in found if v == "NA")
+        firmware = sorted({v for v in found if v != "NA"})
+    ledger_text = _read(module.params["ledger_path"])
+    try:
+        ledger = json.loads(ledger_text) if ledger_text else {}
+    except ValueError:
+        ledger = {}  # a damaged ledger is rewritten by the role
+    module.exit_json(
+        changed=False,
+        ansible_facts={
+            "ascend_npu_driver_state": {
+                "driver_version": match.group(1) if match else "",
+                "firmware_versions": firmware,
+                "firmware_unreadable_chips": unreadable,
+                "upgrade_tool": os.access(tool, os.X_OK),
+                "ledger": ledger,
+                "boot_id": _read("/proc/sys/kernel/random/boot_id").strip(),
+            }
+        },
+    )
+
+
+if __name__ == "__main__":
+    main()
