@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Prepare this machine for the local (simulated) job and the test suite.
 # Safe to run again: every step checks first and only acts on a difference.
-#   - Debian packages: podman, runc, debootstrap (containers for simulated nodes)
+#   - Debian packages: podman, runc, debootstrap (containers for simulated nodes), rpm and
+#     createrepo-c (the local rpm repository of the dnf test)
 #   - podman settings that rootful podman needs on this machine kind (see docs in README)
 #   - the project venv (.venv) with pinned Python dependencies (constraints.txt)
 #   - the locally built base image for simulated nodes (no registry is reachable)
@@ -23,7 +24,7 @@ need_root() {
 
 install_debs() {
   local missing=()
-  for pkg in podman runc debootstrap; do
+  for pkg in podman runc debootstrap rpm createrepo-c; do
     dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q 'install ok installed' || missing+=("$pkg")
   done
   if [ "${#missing[@]}" -gt 0 ]; then
