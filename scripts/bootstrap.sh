@@ -69,7 +69,7 @@ make_venv() {
   log "creating venv $VENV (pinned by constraints.txt)"
   [ -x "$VENV/bin/python" ] || "$PYTHON" -m venv "$VENV"
   "$VENV/bin/python" -m pip install -q --upgrade pip 2>&1 | grep -v '^WARNING: Location' || true
-  "$VENV/bin/python" -m pip install -q -c "$ROOT/constraints.txt" -e "$ROOT[dev]" 2>&1 \
+  "$VENV/bin/python" -m pip install -q -c "$ROOT/constraints.txt" -e "$ROOT[dev,models]" 2>&1 \
     | grep -v '^WARNING: Location' || true
   "$VENV/bin/python" -c 'import ansible_runner, molecule, ascend_serve' 
   echo "$want" > "$stamp"

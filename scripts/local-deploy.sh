@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The main job on the embedded default: a simulated Atlas 800 A2 node (8 x 910B) in a local
 # podman container, site.yml against it with inventories/local (preflight, OS packages, NPU driver
-# and firmware, CANN), then the node's preflight report and npu-smi.
+# and firmware, CANN, host tuning, swap, the Python environment with the CPU version set, a tiny
+# DeepSeek-V3 model), then the node's preflight report and npu-smi.
 #   scripts/local-deploy.sh [--fresh] [ansible-playbook options, e.g. --tags preflight --check]
 # --fresh replaces the simulated node with a new, clean one; otherwise it is kept between runs,
 # so a second run shows that nothing changes.
@@ -27,11 +28,32 @@ print(v["ascend_stack_set"], v["npu_driver_firmware_version"])')
 python -m ascend_sim packages .artifacts/local --set "$stack_set" --firmware "$firmware" \
   --vars-file inventories/local/group_vars/ascend_nodes/artifacts.yml >/dev/null
 python -m ascend_sim.mirror apt .artifacts/mirror/apt >/dev/null
+# The tiny model the inventory stages (built offline, random weights).
+if [ ! -f .artifacts/models/tiny-deepseek-v3/ascend-serve-manifest.json ]; then
+  rm -rf .artifacts/models/tiny-deepseek-v3
+  ascend-serve model make-tiny --arch deepseek_v3 .artifacts/models/tiny-deepseek-v3 >/dev/null
+fi
+# The host's wheelhouse (pip's find-links: the CPU build of torch), mounted on the node.
+wheelhouse=$(python -m pip config get global.find-links 2>/dev/null || true)
+wheelhouse=${wheelhouse:-${PIP_FIND_LINKS:-}}
+wheelhouse=${wheelhouse%% *}
+wheel_args=()
+if [ -n "$wheelhouse" ] && [ -d "$wheelhouse" ]; then
+  wheel_args=(--wheelhouse "$wheelhouse")
+else
+  mkdir -p .artifacts/wheelhouse
+  wheel_args=(--wheelhouse "$ROOT/.artifacts/wheelhouse")
+fi
+# The CA bundle the host's pip trusts (a site CA or a TLS-inspecting proxy), mounted likewise.
+ca_bundle=$(python -m pip config get global.cert 2>/dev/null || true)
+ca_bundle=${ca_bundle:-${PIP_CERT:-/etc/ssl/certs/ca-certificates.crt}}
+wheel_args+=(--ca-bundle "$ca_bundle")
 
 state=$(podman container inspect --format '{{.State.Status}}' "$NODE" 2>/dev/null || echo absent)
 if [ "$fresh" = 1 ] || [ "$state" = absent ]; then
   echo "[local-deploy] starting simulated Atlas 800 A2 node $NODE"
-  python -m ascend_sim node up "$NODE" --model atlas800-a2 --mirror "$ROOT/.artifacts/mirror" >/dev/null
+  python -m ascend_sim node up "$NODE" --model atlas800-a2 --mirror "$ROOT/.artifacts/mirror" \
+    "${wheel_args[@]}" >/dev/null
 elif [ "$state" != running ]; then
   podman start "$NODE" >/dev/null
 fi

@@ -1,10 +1,24 @@
-"""Shared fixtures for the Ascend node simulator tests."""
+"""Shared fixtures; and one ordering constraint between two libraries the tests load in-process."""
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
 
 import pytest
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """Load torch's compiler front end before any test imports Ansible.
+
+    Ansible replaces ``sys.intern`` with a wrapper object when its modules load (to accept str
+    subclasses); ``torch._dynamo`` registers ``sys.intern`` at import and refuses anything but a
+    function. In one pytest process both happen (filter and module tests import Ansible, the
+    tiny-model tests import torch through transformers), so torch goes first. Production never
+    loads both in one process: ``ascend-serve model make-tiny`` does not import Ansible.
+    """
+    with contextlib.suppress(ImportError):
+        import torch._dynamo  # noqa: F401
 
 
 @pytest.fixture

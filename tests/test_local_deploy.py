@@ -37,4 +37,17 @@ def test_local_deploy_fresh_then_no_change() -> None:
     )
     assert report["passed"] is True
     assert len(report["facts"]["npus"]) == 8
+    # The serving environment: the CPU set imports in the node's venv, the tiny model is staged.
+    imported = subprocess.run(
+        ["podman", "exec", NODE, "/opt/ascend-serve/env/bin/python", "-c",
+         "import importlib.metadata as m, torch, vllm; "
+         "print(m.version('vllm'), torch.__version__)"],
+        capture_output=True, text=True, check=False)
+    assert imported.returncode == 0, imported.stderr[-2000:]
+    assert imported.stdout.split() == ["0.32.0+cpu", "2.13.0+cpu"]
+    manifest = json.loads(subprocess.run(
+        ["podman", "exec", NODE, "cat",
+         "/var/lib/ascend-serve/models/tiny-deepseek-v3/ascend-serve-manifest.json"],
+        capture_output=True, text=True, check=True).stdout)
+    assert {f["path"] for f in manifest["files"]} >= {"config.json", "model.safetensors"}
     subprocess.run(["podman", "rm", "-f", NODE], capture_output=True, check=False)

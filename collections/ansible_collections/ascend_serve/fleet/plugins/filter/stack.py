@@ -37,7 +37,7 @@ def stack_resolve(
         )
     except MatrixError as exc:
         raise AnsibleFilterError(str(exc)) from exc
-    return selected.model_dump()
+    return selected.as_facts()
 
 
 class FilterModule:
