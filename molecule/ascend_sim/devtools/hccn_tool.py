@@ -1,17 +1,47 @@
-"""``hccn_tool``: the NPU device-NIC tool, answering and storing per-device network settings.
+r"""``hccn_tool``: the NPU device-NIC tool, answering and storing per-device network settings.
 
 Getters print the vendor's ``key:value`` lines; setters store into the node description, which
 stands for the device NIC's own configuration (it survives a reboot of the host, as on a card).
+
+Device NICs are real (see :mod:`.devnet`): ``-ip -s address A netmask M`` also gives device N an
+interface ``npuN`` in the current network namespace with ``A/prefix(M)``, up (a macvlan on the
+uplink, else a local-only dummy or veth). It needs CAP_NET_ADMIN; without it the setter fails
+(exit 1, nothing stored). ``ASCEND_SIM_NET=off`` keeps the old store-only behaviour.
+
+Link state: a fault in node.json, ``device_net[N]["link"] = "DOWN"`` (or an unhealthy chip), says
+DOWN and is applied to ``npuN`` (``ip link set npuN down``) whenever hccn_tool runs for device N
+on that node; clearing it brings the interface back up on the next run. Without a fault,
+``-link -g`` reports the interface's real state; a device without an interface reports UP, as
+before.
+
+``-ping -g address X [pkt K]`` sends K (default 3) ICMP echo requests from ``npuN`` and its
+address, one second's wait each. Output (stdout), for the roles to parse::
+
+    device 0 PING 198.51.100.2
+    recv seq=0,time=0.081ms
+    recv seq=1,time=0.047ms
+    recv seq=2,time=0.044ms
+    3 packets transmitted, 3 received, 0.00% packet loss
+
+One ``recv`` line per reply; the last line always matches
+``(\d+) packets transmitted, (\d+) received, ([\d.]+)% packet loss``. Exit 0 when at least one reply
+came back, 1 when none did. A device whose link is DOWN, or without an address, does not send:
+``hccn_tool: ping failed, ...`` on stderr, exit 1.
 """
 
 from __future__ import annotations
 
+import contextlib
+import ipaddress
 import sys
 from typing import Any
 
-from . import hw
+from . import devnet, hw
 
-USAGE = "usage: hccn_tool -i <device_id> -<ip|link|net_health|netdetect|gateway|tls> -g|-s ...\n"
+USAGE = (
+    "usage: hccn_tool -i <device_id> -<ip|link|net_health|netdetect|gateway|tls> -g|-s ...\n"
+    "       hccn_tool -i <device_id> -ping -g address <ip> [pkt <count>]\n"
+)
 
 
 def _net(node: dict[str, Any], dev: int) -> dict[str, str]:
@@ -19,20 +49,44 @@ def _net(node: dict[str, Any], dev: int) -> dict[str, str]:
     return nets.setdefault(str(dev), {})
 
 
+def _chip(node: dict[str, Any], dev: int) -> dict[str, Any]:
+    return next(c for c in node["chips"] if c["phy_id"] == dev)
+
+
+def _stored_link(node: dict[str, Any], dev: int) -> str:
+    """The node description's link: the fault knob ``device_net[N]["link"]``, else chip health."""
+    return str(_net(node, dev).get("link", "UP" if _chip(node, dev)["health"] == "OK" else "DOWN"))
+
+
+def _link_faulted(node: dict[str, Any], dev: int) -> bool:
+    return _stored_link(node, dev).upper() != "UP"
+
+
+def _link(node: dict[str, Any], dev: int) -> str:
+    stored = _stored_link(node, dev)
+    if stored.upper() != "UP":
+        return stored
+    if devnet.enabled():
+        real = devnet.link_up(devnet.ifname(dev))
+        if real is not None:
+            return "UP" if real else "DOWN"
+    return stored
+
+
 def _get(node: dict[str, Any], dev: int, what: str) -> str:
     net = _net(node, dev)
-    chip = next(c for c in node["chips"] if c["phy_id"] == dev)
+    chip = _chip(node, dev)
     if what == "ip":
         if "address" not in net:
             return "hccn_tool: get ip failed, ip is not configured\n"
         return f"ipaddr:{net['address']}\nnetmask:{net.get('netmask', '')}\n"
     if what == "link":
-        up = net.get("link", "UP" if chip["health"] == "OK" else "DOWN")
-        return f"link status: {up}\n"
+        return f"link status: {_link(node, dev)}\n"
     if what == "net_health":
         if "address" not in net or "netdetect" not in net:
             return "net health status: Init\n"
-        return f"net health status: {'Success' if chip['health'] == 'OK' else 'Fault'}\n"
+        ok = chip["health"] == "OK" and _link(node, dev) == "UP"
+        return f"net health status: {'Success' if ok else 'Fault'}\n"
     if what == "netdetect":
         return f"netdetect address: {net.get('netdetect', '')}\n"
     if what == "gateway":
@@ -51,6 +105,57 @@ SETTERS = {
 STORE_AS = {"netdetect": {"address": "netdetect"}, "tls": {"enable": "tls"}}
 
 
+def _set_ip(node: dict[str, Any], dev: int, address: str, netmask: str) -> str | None:
+    """Bring up device N's real NIC; the error text when it cannot be done."""
+    try:
+        iface = ipaddress.IPv4Interface(f"{address}/{netmask}")
+    except ValueError:
+        raise KeyError(f"address {address} netmask {netmask}") from None
+    if not devnet.enabled():
+        return None
+    if not devnet.has_net_admin():
+        return "hccn_tool: set ip failed, operation not permitted (CAP_NET_ADMIN is needed)\n"
+    try:
+        devnet.configure(dev, address, iface.network.prefixlen, _link_faulted(node, dev))
+    except devnet.NetError as exc:
+        return f"hccn_tool: set ip failed, {exc}\n"
+    return None
+
+
+def _ping(node: dict[str, Any], dev: int, rest: list[str]) -> int:
+    pairs = dict(zip(rest[::2], rest[1::2]))
+    if "address" not in pairs:
+        raise KeyError("address")
+    target = pairs["address"]
+    try:
+        ipaddress.IPv4Address(target)
+        count = int(pairs.get("pkt", "3"))
+    except ValueError:
+        raise KeyError(f"address {target} pkt {pairs.get('pkt')}") from None
+    net = _net(node, dev)
+    name = devnet.ifname(dev)
+    if "address" not in net:
+        sys.stderr.write(f"hccn_tool: ping failed, device {dev} ip is not configured\n")
+        return 1
+    if _link(node, dev) != "UP":
+        sys.stderr.write(f"hccn_tool: ping failed, device {dev} link status is DOWN\n")
+        return 1
+    if not devnet.enabled() or devnet.link_info(name) is None:
+        sys.stderr.write(f"hccn_tool: ping failed, device {dev} NIC {name} is not present\n")
+        return 1
+    try:
+        times = devnet.echo(name, net["address"], target, count)
+    except devnet.NetError as exc:
+        sys.stderr.write(f"hccn_tool: ping failed, {exc}\n")
+        return 1
+    lines = [f"device {dev} PING {target}"]
+    lines += [f"recv seq={seq},time={ms:.3f}ms" for seq, ms in enumerate(times)]
+    loss = 100.0 * (count - len(times)) / count if count else 100.0
+    lines.append(f"{count} packets transmitted, {len(times)} received, {loss:.2f}% packet loss")
+    sys.stdout.write("\n".join(lines) + "\n")
+    return 0 if times else 1
+
+
 def main(argv: list[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     if len(args) < 4 or args[0] != "-i" or not args[2].startswith("-"):
@@ -66,7 +171,13 @@ def main(argv: list[str] | None = None) -> int:
         sys.stderr.write(f"hccn_tool: device id {dev} is invalid\n")
         return 1
     what, mode, rest = args[2][1:], args[3], args[4:]
+    if devnet.enabled() and devnet.has_net_admin():
+        # A link fault written into node.json takes effect on the device's real NIC.
+        with contextlib.suppress(devnet.NetError):
+            devnet.apply_link(dev, _link_faulted(node, dev))
     try:
+        if mode == "-g" and what == "ping":
+            return _ping(node, dev, rest)
         if mode == "-g":
             sys.stdout.write(_get(node, dev, what))
             return 0
@@ -75,6 +186,11 @@ def main(argv: list[str] | None = None) -> int:
             missing = [k for k in SETTERS[what] if k not in pairs]
             if missing:
                 raise KeyError(", ".join(missing))
+            if what == "ip":
+                error = _set_ip(node, dev, pairs["address"], pairs["netmask"])
+                if error:
+                    sys.stderr.write(error)
+                    return 1
             net = _net(node, dev)
             for key in SETTERS[what]:
                 net[STORE_AS.get(what, {}).get(key, key)] = pairs[key]
@@ -85,3 +201,7 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     sys.stderr.write(USAGE)
     return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
