@@ -49,6 +49,10 @@ def test_molecule_scenario(scenario: str, tmp_path: Path) -> None:
     empty.mkdir()
     env["ASCEND_WHEELHOUSE"] = wheelhouse() or str(empty)
     env["ASCEND_CA_BUNDLE"] = ca_bundle()
+    # Scenarios run two at a time under pytest-xdist: each worker keeps its own apt archive
+    # cache, since two containers running apt on one cache directory contend for its lock.
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "")
+    env["ASCEND_APT_CACHE_SUFFIX"] = f"-{worker}" if worker else ""
     with log.open("w") as out:
         proc = subprocess.run(
             [str(Path(sys.executable).parent / "molecule"), "test", "-s", scenario],

@@ -5,6 +5,7 @@
   python -m ascend_sim node down NAME
   python -m ascend_sim fault DIR installer_crash driver [--times N]
   python -m ascend_sim health DIR NPU STATE
+  python -m ascend_sim link DIR DEVICE DOWN|UP     (a device NIC link fault; UP clears it)
   python -m ascend_sim packages OUT --driver V --firmware V [--cann V] [--chip 910b] [--arch A]
   python -m ascend_sim miniconda OUT [--arch A] [--vars-file F]   (the Miniconda test double)
 """
@@ -21,7 +22,7 @@ from pathlib import Path
 from .miniconda import build_installer
 from .models import SERVER_MODELS, Node, make_node
 from .runfile import Package, build, sha256_of
-from .sysfs import write_pci_tree
+from .sysfs import write_infiniband_tree, write_pci_tree
 
 STATE_DIR = Path(os.environ.get("ASCEND_SIM_STATE", "/var/lib/ascend-sim"))
 DEFAULT_IMAGE = os.environ.get("ASCEND_SIM_IMAGE", "localhost/ascend-serve-node:bookworm")
@@ -36,6 +37,7 @@ def create_node(directory: Path, model: str, npus: int | None, health: list[str]
     directory.mkdir(parents=True, exist_ok=True)
     node.save(directory / "node.json")
     write_pci_tree(node, directory / "sysfs")
+    write_infiniband_tree(node, directory / "infiniband")  # what /sys/class/infiniband shows
     return node
 
 
@@ -47,6 +49,19 @@ def set_health(node: Node, npu: int, state: str) -> None:
         raise SystemExit(f"node has no NPU {npu}")
     for chip in chips:
         chip.health = state
+
+
+def set_link(node: Node, device: int, state: str) -> None:
+    """The link fault knob hccn_tool applies to the device's NIC on its next run."""
+    if device not in [c.phy_id for c in node.chips]:
+        raise SystemExit(f"node has no device {device}")
+    net = node.device_net.setdefault(str(device), {})
+    if state == "DOWN":
+        net["link"] = "DOWN"
+    else:
+        net.pop("link", None)
+        if not net:
+            del node.device_net[str(device)]
 
 
 def podman_volumes(
@@ -78,7 +93,8 @@ def node_up(
     directory = STATE_DIR / name
     subprocess.run(["podman", "rm", "-f", "--ignore", name], check=True, capture_output=True)
     create_node(directory, model, npus, [])
-    cmd = ["podman", "run", "-d", "--name", name, "--hostname", name]
+    # NET_ADMIN: hccn_tool gives each device NIC a real interface in the node's namespace.
+    cmd = ["podman", "run", "-d", "--name", name, "--hostname", name, "--cap-add", "NET_ADMIN"]
     for volume in podman_volumes(directory, mirror, wheelhouse, ca_bundle):
         cmd += ["-v", volume]
     cmd += ["--systemd=always", image, "/sbin/init"]
@@ -154,6 +170,11 @@ def main(argv: list[str] | None = None) -> int:
     health_p.add_argument("npu", type=int)
     health_p.add_argument("state", choices=HEALTH_STATES)
 
+    link_p = sub.add_parser("link", help="take one device NIC's link down, or clear that fault")
+    link_p.add_argument("dir")
+    link_p.add_argument("device", type=int)
+    link_p.add_argument("state", type=str.upper, choices=["DOWN", "UP"])
+
     pkg_p = sub.add_parser("packages", help="build vendor installers; prints name -> sha256")
     pkg_p.add_argument("out")
     pkg_p.add_argument("--set", help="take driver and CANN versions from this matrix set")
@@ -180,11 +201,13 @@ def main(argv: list[str] | None = None) -> int:
                           args.wheelhouse, args.ca_bundle))
         else:
             subprocess.run(["podman", "rm", "-f", "--ignore", args.name], check=True)
-    elif args.cmd in ("fault", "health"):
+    elif args.cmd in ("fault", "health", "link"):
         path = Path(args.dir) / "node.json"
         node = Node.load(path)
         if args.cmd == "fault":
             node.faults.setdefault(args.fault, {})[args.subject] = args.times
+        elif args.cmd == "link":
+            set_link(node, args.device, args.state)
         else:
             set_health(node, args.npu, args.state)
         node.save(path)

@@ -1,11 +1,15 @@
-"""NPU device network filters: ``device_ip_plan``, ``hccn_conf`` and ``ranktable``.
+"""NPU device network filters: the device IP plan, hccn.conf, ping pairs and report, rank table.
 
-The logic lives in the ``ascend_serve`` Python package (``ascend_serve.netplan`` and
-``ascend_serve.ranktable``), installed on the controller next to Ansible, so the roles and the
-``ascend-serve ranktable`` command cannot disagree::
+The logic lives in the ``ascend_serve`` Python package (``ascend_serve.netplan``,
+``ascend_serve.netcheck`` and ``ascend_serve.ranktable``), installed on the controller next to
+Ansible, so the roles and the ``ascend-serve ranktable`` command cannot disagree::
 
     npu_plan: "{{ npu_network | ascend_serve.fleet.device_ip_plan }}"
     content: "{{ npu_plan.hosts[inventory_hostname] | ascend_serve.fleet.hccn_conf }}"
+    pairs: "{{ npu_plan | ascend_serve.fleet.device_ping_pairs(inventory_hostname, 'rail') }}"
+    matrix: "{{ npu_plan | ascend_serve.fleet.device_ping_report(results_by_host, 'rail', 3) }}"
+    text: "{{ matrix | ascend_serve.fleet.device_ping_text }}"
+    failures: "{{ matrix | ascend_serve.fleet.device_ping_failures }}"
     content: "{{ npu_plan | ascend_serve.fleet.ranktable(server_ips) | to_nice_json }}"
 """
 
@@ -71,6 +75,57 @@ def ranktable(plan: Any, servers: Any) -> dict[str, Any]:
     return table
 
 
+def device_ping_pairs(
+    plan: Any, host: str, plane: str = "rail", peers: Any = None
+) -> list[dict[str, Any]]:
+    """The pings one host sends: [{device, address, peer_host, peer_device}, ...]."""
+    netplan = _package("netplan", "device_ping_pairs")
+    netcheck = _package("netcheck", "device_ping_pairs")
+    try:
+        found = netcheck.pairs(_plain(plan), str(host), str(plane),
+                               None if peers is None else _plain(peers))
+    except netplan.NetPlanError as exc:
+        raise AnsibleFilterError(str(exc)) from exc
+    return [p.model_dump() for p in found]
+
+
+def device_ping_report(
+    plan: Any, results: Any, plane: str = "rail", count: int = 3
+) -> dict[str, Any]:
+    """Plan + {host: [ping result, ...]} -> the fleet's ping matrix."""
+    netplan = _package("netplan", "device_ping_report")
+    netcheck = _package("netcheck", "device_ping_report")
+    try:
+        matrix: dict[str, Any] = netcheck.report(_plain(plan), _plain(results), str(plane),
+                                                 int(count))
+    except netplan.NetPlanError as exc:
+        raise AnsibleFilterError(str(exc)) from exc
+    return matrix
+
+
+def device_ping_text(matrix: Any) -> str:
+    """The ping matrix as a table."""
+    text: str = _package("netcheck", "device_ping_text").render(_plain(matrix))
+    return text
+
+
+def device_ping_failures(matrix: Any, host: Any = None) -> list[str]:
+    """One line per failed pair (of pings sent by ``host``, if given), naming device and peer."""
+    netcheck = _package("netcheck", "device_ping_failures")
+    return [
+        netcheck.describe_failure(e) for e in _plain(matrix)["entries"]
+        if not e["ok"] and (host is None or e["host"] == str(host))
+    ]
+
+
 class FilterModule:
     def filters(self) -> dict[str, Any]:
-        return {"device_ip_plan": device_ip_plan, "hccn_conf": hccn_conf, "ranktable": ranktable}
+        return {
+            "device_ip_plan": device_ip_plan,
+            "hccn_conf": hccn_conf,
+            "device_ping_pairs": device_ping_pairs,
+            "device_ping_report": device_ping_report,
+            "device_ping_text": device_ping_text,
+            "device_ping_failures": device_ping_failures,
+            "ranktable": ranktable,
+        }

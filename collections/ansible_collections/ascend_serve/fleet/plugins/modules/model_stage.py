@@ -15,9 +15,10 @@ description:
   - Before writing anything, checks that the filesystem has room for what is still to fetch
     (less what partial files already hold) plus I(min_free_bytes), and fails with the numbers.
   - Fetches each missing or damaged file into a staging directory next to the model directory
-    (I(source_kind=http): HTTP Range requests resume a partial file; I(source_kind=path): a
-    directory on the host such as an NFS mount, resumed by offset; I(source_kind=staged): the
-    files were already copied into the staging directory, e.g. from the controller). The
+    (with I(source_kind=http), HTTP Range requests resume a partial file; with
+    I(source_kind=path), a directory on the host such as an NFS mount, resumed by offset; with
+    I(source_kind=staged), the files were already copied into the staging directory, e.g. from
+    the controller). The
     partial file is renamed into the model directory only after its size and sha256 match;
     a mismatch deletes it and fails, naming the file, the expected and the found digest.
   - The model directory therefore only ever holds complete, verified files. The ledger's

@@ -1,0 +1,170 @@
+#!/usr/bin/python
+"""Read the device NIC state of Ascend NPUs with hccn_tool's getters, and judge it."""
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+---
+module: hccn_facts
+short_description: Read the device NIC state of Huawei Ascend NPUs with hccn_tool
+description:
+  - Runs the C(hccn_tool) getters C(-ip -g), C(-link -g), C(-net_health -g), C(-netdetect -g),
+    C(-gateway -g) and C(-tls -g) for every listed device, concurrently, and returns what they
+    say. Nothing is changed.
+  - The result is returned as plain module output (register it), not as C(ansible_facts).
+  - O(problems) lists every device whose link is not C(UP), every answer that could not be read,
+    and a C(net_health) other than C(success), but the latter only for devices with a netdetect
+    address. Without a netdetect address the device has nothing to probe and reports C(init),
+    so its net_health is not judged.
+version_added: 0.1.0
+options:
+  devices:
+    description: Device (chip) ids to read, as C(hccn_tool -i) takes them.
+    type: list
+    elements: int
+    required: true
+  tool:
+    description: Path of hccn_tool.
+    type: path
+    default: /usr/local/Ascend/driver/tools/hccn_tool
+  workers:
+    description: How many hccn_tool getters run at the same time.
+    type: int
+    default: 8
+notes:
+  - Supports check mode (it only reads). A missing C(hccn_tool) fails the task.
+author:
+  - ascend-serve developers
+"""
+
+EXAMPLES = r"""
+- name: Read the device NICs
+  ascend_serve.fleet.hccn_facts:
+    devices: "{{ range(8) | list }}"
+  register: hccn
+
+- name: Stop on a bad device network
+  ansible.builtin.assert:
+    that: hccn.problems | length == 0
+    fail_msg: "{{ hccn.problems | join('; ') }}"
+"""
+
+RETURN = r"""
+devices:
+  description: State of each device, sorted by device id; None where not configured or unreadable.
+  returned: always
+  type: list
+  elements: dict
+  contains:
+    device:
+      description: Device id.
+      type: int
+    address:
+      description: Device NIC address.
+      type: str
+    netmask:
+      description: Its netmask.
+      type: str
+    link:
+      description: Link state, uppercased (C(UP), C(DOWN)).
+      type: str
+    net_health:
+      description: Network health, lowercased (C(success), C(fault), C(init), ...).
+      type: str
+    netdetect:
+      description: Address probed for net_health.
+      type: str
+    gateway:
+      description: Default gateway.
+      type: str
+    tls:
+      description: Whether TLS is enabled.
+      type: bool
+  sample:
+    - {device: 0, address: 192.168.100.101, netmask: 255.255.255.0, link: UP,
+       net_health: success, netdetect: 192.168.100.1, gateway: null, tls: false}
+problems:
+  description: What is wrong, one line per device and finding.
+  returned: always
+  type: list
+  elements: str
+  sample: ["device 3: link DOWN", "device 3: net_health fault"]
+"""
+
+from typing import TYPE_CHECKING, Any
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.ascend_serve.fleet.plugins.module_utils.hccn import (
+    DEFAULT_TOOL,
+    DEFAULT_WORKERS,
+    HccnError,
+    check_device,
+    missing_tool_message,
+    read_states,
+    tool_usable,
+)
+
+if TYPE_CHECKING:
+    from ansible_collections.ascend_serve.fleet.plugins.module_utils.hccn import Runner
+
+
+def judge(state: dict[str, Any]) -> list[str]:
+    """Problems of one device's state: link not UP; net_health not success (netdetect set)."""
+    device = state["device"]
+    problems = []
+    if state.get("link") is not None and state["link"] != "UP":
+        problems.append(f"device {device}: link {state['link']}")
+    health = state.get("net_health")
+    if state.get("netdetect") is not None and health is not None and health != "success":
+        problems.append(f"device {device}: net_health {health}")
+    return problems
+
+
+def run(params: dict[str, Any], runner: Runner) -> dict[str, Any]:
+    """The module's work; raises HccnError to fail."""
+    tool = params.get("tool") or DEFAULT_TOOL
+    workers = params.get("workers") or DEFAULT_WORKERS
+    try:
+        if int(workers) < 1:
+            raise ValueError(f"workers must be at least 1, got {workers}")
+        listed = params.get("devices") or []
+        devices = sorted({check_device(d, f"devices[{i}]") for i, d in enumerate(listed)})
+        if not devices:
+            raise ValueError("devices: at least one device is needed")
+    except ValueError as exc:
+        raise HccnError(str(exc)) from None
+    if not tool_usable(tool):
+        raise HccnError(missing_tool_message(tool))
+
+    states = []
+    problems: list[str] = []
+    for state, errors in read_states(runner, tool, devices, workers):
+        states.append(state)
+        problems.extend(errors)
+        problems.extend(judge(state))
+    return {"changed": False, "devices": states, "problems": problems}
+
+
+def main() -> None:
+    module = AnsibleModule(
+        argument_spec={
+            "devices": {"type": "list", "elements": "int", "required": True},
+            "tool": {"type": "path", "default": DEFAULT_TOOL},
+            "workers": {"type": "int", "default": DEFAULT_WORKERS},
+        },
+        supports_check_mode=True,
+    )
+
+    def runner(argv: list[str]) -> tuple[int, str, str]:
+        rc, out, err = module.run_command(argv)
+        return rc, out, err
+
+    try:
+        result = run(module.params, runner)
+    except HccnError as exc:
+        module.fail_json(msg=exc.msg, **exc.result)
+    module.exit_json(**result)
+
+
+if __name__ == "__main__":
+    main()
