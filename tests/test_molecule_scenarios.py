@@ -52,7 +52,7 @@ def test_molecule_scenario(scenario: str, tmp_path: Path) -> None:
     # Scenarios run two at a time under pytest-xdist: each worker keeps its own apt archive
     # cache, since two containers running apt on one cache directory contend for its lock.
     worker = os.environ.get("PYTEST_XDIST_WORKER", "")
-    env["ASCEND_APT_CACHE_SUFFIX"] = f"-{worker}" if worker else ""
+    env["ASCEND_APT_CACHE_ID"] = worker or "shared"
     with log.open("w") as out:
         proc = subprocess.run(
             [str(Path(sys.executable).parent / "molecule"), "test", "-s", scenario],
