@@ -26,6 +26,21 @@ if TYPE_CHECKING:
 
 DEFAULT_TOOL = "/usr/local/Ascend/driver/tools/hccn_tool"
 DEFAULT_WORKERS = 8
+# The options every hccn module takes (its DOCUMENTATION declares them too).
+COMMON_ARGS: dict[str, dict[str, Any]] = {
+    "tool": {"type": "path", "default": DEFAULT_TOOL},
+    "workers": {"type": "int", "default": DEFAULT_WORKERS},
+}
+
+
+def module_runner(module: Any) -> Runner:
+    """hccn_tool through the module's run_command (an argument list, never a shell)."""
+
+    def runner(argv: list[str]) -> tuple[int, str, str]:
+        rc, out, err = module.run_command(argv)
+        return rc, out, err
+
+    return runner
 
 #: Everything :func:`read_state` can read, in the order of the state dict.
 STATE_FIELDS = ("address", "netmask", "link", "net_health", "netdetect", "gateway", "tls")

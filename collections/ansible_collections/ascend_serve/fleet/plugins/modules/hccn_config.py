@@ -126,6 +126,7 @@ from typing import TYPE_CHECKING, Any
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.ascend_serve.fleet.plugins.module_utils.hccn import (
+    COMMON_ARGS,
     DEFAULT_TOOL,
     DEFAULT_WORKERS,
     HccnError,
@@ -135,6 +136,7 @@ from ansible_collections.ascend_serve.fleet.plugins.module_utils.hccn import (
     command,
     command_text,
     missing_tool_message,
+    module_runner,
     read_states,
     run_tool,
     tool_usable,
@@ -317,16 +319,12 @@ def main() -> None:
                     "tls": {"type": "bool", "default": False},
                 },
             },
-            "tool": {"type": "path", "default": DEFAULT_TOOL},
-            "workers": {"type": "int", "default": DEFAULT_WORKERS},
+            **COMMON_ARGS,
         },
         supports_check_mode=True,
     )
 
-    def runner(argv: list[str]) -> tuple[int, str, str]:
-        rc, out, err = module.run_command(argv)
-        return rc, out, err
-
+    runner = module_runner(module)
     try:
         result = run(module.params, module.check_mode, runner)
     except HccnError as exc:

@@ -95,11 +95,13 @@ from typing import TYPE_CHECKING, Any
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.ascend_serve.fleet.plugins.module_utils.hccn import (
+    COMMON_ARGS,
     DEFAULT_TOOL,
     DEFAULT_WORKERS,
     HccnError,
     check_device,
     missing_tool_message,
+    module_runner,
     read_states,
     tool_usable,
 )
@@ -149,16 +151,12 @@ def main() -> None:
     module = AnsibleModule(
         argument_spec={
             "devices": {"type": "list", "elements": "int", "required": True},
-            "tool": {"type": "path", "default": DEFAULT_TOOL},
-            "workers": {"type": "int", "default": DEFAULT_WORKERS},
+            **COMMON_ARGS,
         },
         supports_check_mode=True,
     )
 
-    def runner(argv: list[str]) -> tuple[int, str, str]:
-        rc, out, err = module.run_command(argv)
-        return rc, out, err
-
+    runner = module_runner(module)
     try:
         result = run(module.params, runner)
     except HccnError as exc:

@@ -116,6 +116,7 @@ from typing import TYPE_CHECKING, Any
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.ascend_serve.fleet.plugins.module_utils.hccn import (
+    COMMON_ARGS,
     DEFAULT_TOOL,
     DEFAULT_WORKERS,
     HccnError,
@@ -123,6 +124,7 @@ from ansible_collections.ascend_serve.fleet.plugins.module_utils.hccn import (
     check_address,
     check_device,
     missing_tool_message,
+    module_runner,
     parallel,
     parse_ping,
     run_tool,
@@ -213,16 +215,12 @@ def main() -> None:
                 },
             },
             "count": {"type": "int", "default": 3},
-            "tool": {"type": "path", "default": DEFAULT_TOOL},
-            "workers": {"type": "int", "default": DEFAULT_WORKERS},
+            **COMMON_ARGS,
         },
         supports_check_mode=True,
     )
 
-    def runner(argv: list[str]) -> tuple[int, str, str]:
-        rc, out, err = module.run_command(argv)
-        return rc, out, err
-
+    runner = module_runner(module)
     try:
         result = run(module.params, runner)
     except HccnError as exc:
