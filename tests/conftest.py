@@ -6,6 +6,7 @@ import contextlib
 from pathlib import Path
 
 import pytest
+from vllm_server import *  # type: ignore[import-not-found]  # noqa: F403 - the vLLM fixtures
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:
@@ -33,3 +34,11 @@ def sim_root(tmp_path: Path) -> Path:
 def node_file(tmp_path: Path) -> Path:
     """Where the node description (``ASCEND_SIM_NODE``) is written."""
     return tmp_path / "node.json"
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Under pytest-xdist (``--dist loadgroup``) the tests that start vLLM servers share one
+    worker, so each tiny server starts once and never two at a time on this 2-core machine."""
+    for item in items:
+        if item.get_closest_marker("vllm") is not None:
+            item.add_marker(pytest.mark.xdist_group("vllm"))

@@ -9,17 +9,17 @@ from typing import Annotated
 
 import typer
 from pydantic import ValidationError
-from rich.console import Console
 from rich.table import Table
 
 from . import __version__
+from .console import EXIT_BAD_INPUT, EXIT_CHECK_FAILED, EXIT_OK, console, err_console
 from .matrix import COMPONENTS, MatrixError, load_matrix, resolve
 from .model_cli import model_app
+from .npu_cli import npu_app
 from .preflight import PreflightReport, load_report
 from .ranktable_cli import ranktable_app
-
-# Exit codes: 0 success, 1 a check failed, 2 bad usage or unreadable input.
-EXIT_OK, EXIT_CHECK_FAILED, EXIT_BAD_INPUT = 0, 1, 2
+from .serve_cli import profiles_app, serve
+from .validate_cli import validate
 
 app = typer.Typer(
     name="ascend-serve",
@@ -32,10 +32,11 @@ preflight_app = typer.Typer(help="Read preflight reports written by the prefligh
 app.add_typer(preflight_app, name="preflight")
 app.add_typer(model_app, name="model")
 app.add_typer(ranktable_app, name="ranktable")
+app.add_typer(profiles_app, name="profiles")
+app.add_typer(npu_app, name="npu")
+app.command("serve")(serve)
+app.command("validate")(validate)
 
-# Wide output when piped (reports, CI logs); the terminal's width otherwise.
-console = Console(width=None if sys.stdout.isatty() else 160)
-err_console = Console(stderr=True, soft_wrap=True)
 
 
 def _version_callback(value: bool) -> None:

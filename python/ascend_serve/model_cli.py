@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import sys
 import tempfile
 import time
 from collections.abc import Iterator
@@ -13,7 +12,6 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from rich.console import Console
 from rich.markup import escape
 from rich.progress import (
     BarColumn,
@@ -25,6 +23,7 @@ from rich.progress import (
 )
 from rich.table import Table
 
+from .console import EXIT_CHECK_FAILED, EXIT_OK, console, err_console, fail
 from .manifest import (
     Manifest,
     ManifestError,
@@ -38,22 +37,12 @@ from .manifest import (
 )
 from .tiny_model import ARCHS, MissingDependencyError, build_tiny_model
 
-# The exit codes of cli.py: 0 success, 1 a check failed, 2 bad usage or unreadable input.
-# (Not imported from there: cli.py imports this module.)
-EXIT_OK, EXIT_CHECK_FAILED, EXIT_BAD_INPUT = 0, 1, 2
-
 model_app = typer.Typer(
     help="Tiny test models and model manifests (SHA-256 of every file of a model directory).",
     no_args_is_help=True,
 )
 
-console = Console(width=None if sys.stdout.isatty() else 160)
-err_console = Console(stderr=True, soft_wrap=True)
 
-
-def _fail(message: str, code: int = EXIT_BAD_INPUT) -> typer.Exit:
-    err_console.print(f"[red]{escape(message)}[/red]", highlight=False)
-    return typer.Exit(code)
 
 
 def _human(size: int) -> str:
@@ -112,11 +101,11 @@ def make_tiny(
     Needs the 'models' extra (torch, transformers, tokenizers, safetensors); imported only here.
     """
     if arch not in ARCHS:
-        raise _fail(f"unknown --arch {arch!r}; choose one of {', '.join(ARCHS)}")
+        raise fail(f"unknown --arch {arch!r}; choose one of {', '.join(ARCHS)}")
     if out.exists() and not out.is_dir():
-        raise _fail(f"{out} exists and is not a directory")
+        raise fail(f"{out} exists and is not a directory")
     if _is_nonempty_dir(out) and not force:
-        raise _fail(f"{out} is not empty; pass --force to replace it")
+        raise fail(f"{out} is not empty; pass --force to replace it")
     out.parent.mkdir(parents=True, exist_ok=True)
     # Build beside OUT and move it in place at the end: never a half-built OUT.
     scratch = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
@@ -130,11 +119,11 @@ def make_tiny(
             out.rmdir()
         scratch.rename(out)
     except MissingDependencyError as exc:
-        raise _fail(str(exc)) from exc
+        raise fail(str(exc)) from exc
     except OSError as exc:
-        raise _fail(f"cannot write the tiny {arch} model to {out}: {exc}") from exc
+        raise fail(f"cannot write the tiny {arch} model to {out}: {exc}") from exc
     except (ManifestError, ValueError) as exc:
-        raise _fail(f"building the tiny {arch} model failed: {exc}", EXIT_CHECK_FAILED) from exc
+        raise fail(f"building the tiny {arch} model failed: {exc}", EXIT_CHECK_FAILED) from exc
     finally:
         if scratch.exists():
             shutil.rmtree(scratch, ignore_errors=True)
@@ -171,7 +160,7 @@ def manifest_command(
 ) -> None:
     """Hash every file of a model directory into its ascend-serve-manifest.json."""
     if not directory.is_dir():
-        raise _fail(f"{directory} is not a directory")
+        raise fail(f"{directory} is not a directory")
     if name is None:
         try:
             name = load(directory).name
@@ -182,7 +171,7 @@ def manifest_command(
             manifest = build_manifest(directory, name, advance)
         write(directory, manifest)
     except ManifestError as exc:
-        raise _fail(str(exc)) from exc
+        raise fail(str(exc)) from exc
     if as_json:
         typer.echo(json.dumps({**_summary(manifest, directory),
                                "entries": [f.model_dump() for f in manifest.files]}, indent=2))
@@ -201,11 +190,11 @@ def verify_command(
 ) -> None:
     """Check every file of a model directory against its manifest; exit 1 on a difference."""
     if not directory.is_dir():
-        raise _fail(f"{directory} is not a directory")
+        raise fail(f"{directory} is not a directory")
     try:
         manifest = load(directory)
     except ManifestError as exc:
-        raise _fail(str(exc)) from exc
+        raise fail(str(exc)) from exc
     with _hash_progress(f"verifying {manifest.name}", manifest.total_size) as advance:
         problems = verify(directory, manifest, advance)
     if as_json:

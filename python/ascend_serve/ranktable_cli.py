@@ -9,35 +9,26 @@ from typing import Annotated, Any
 
 import typer
 import yaml
-from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from .console import EXIT_CHECK_FAILED, EXIT_OK, console, err_console, fail
 from .netplan import NetPlanError, plan
 from .ranktable import Problem, RankTableError, build, validate
-
-# The exit codes of cli.py: 0 success, 1 a check failed, 2 bad usage or unreadable input.
-EXIT_OK, EXIT_CHECK_FAILED, EXIT_BAD_INPUT = 0, 1, 2
 
 ranktable_app = typer.Typer(
     help="HCCL rank tables (hccl.json): validate one, or generate one from a device IP plan.",
     no_args_is_help=True,
 )
 
-console = Console(width=None if sys.stdout.isatty() else 160)
-err_console = Console(stderr=True, soft_wrap=True)
 
-
-def _fail(message: str, code: int = EXIT_BAD_INPUT) -> typer.Exit:
-    err_console.print(f"[red]{escape(message)}[/red]", highlight=False)
-    return typer.Exit(code)
 
 
 def _read(file: str) -> str:
     try:
         return sys.stdin.read() if file == "-" else Path(file).read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
-        raise _fail(f"cannot read {file}: {exc}") from exc
+        raise fail(f"cannot read {file}: {exc}") from exc
 
 
 def _ranks(table: Any) -> int:
@@ -68,7 +59,7 @@ def validate_command(
     try:
         table = json.loads(text)
     except json.JSONDecodeError as exc:
-        raise _fail(f"{file} is not JSON: {exc}") from exc
+        raise fail(f"{file} is not JSON: {exc}") from exc
     problems = validate(table)
     version = table.get("version") if isinstance(table, dict) else None
     if as_json:
@@ -98,9 +89,9 @@ def generate_command(
     try:
         data = yaml.safe_load(_read(str(plan_file)))
     except yaml.YAMLError as exc:
-        raise _fail(f"{plan_file} is not YAML: {exc}") from exc
+        raise fail(f"{plan_file} is not YAML: {exc}") from exc
     if not isinstance(data, dict) or not isinstance(data.get("servers"), dict):
-        raise _fail(f"{plan_file} must be a mapping with a 'servers' mapping")
+        raise fail(f"{plan_file} must be a mapping with a 'servers' mapping")
     servers = data.pop("servers")
     try:
         table = build(plan(data), servers)
@@ -120,7 +111,7 @@ def generate_command(
     try:
         output.write_text(text, encoding="utf-8")
     except OSError as exc:
-        raise _fail(f"cannot write {output}: {exc}") from exc
+        raise fail(f"cannot write {output}: {exc}") from exc
     summary = {"output": str(output), "version": table["version"],
                "server_count": len(table["server_list"]), "ranks": _ranks(table)}
     if as_json:

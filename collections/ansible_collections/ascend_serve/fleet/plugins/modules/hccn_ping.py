@@ -148,8 +148,6 @@ def check_pairs(pairs: list[dict[str, Any]]) -> list[dict[str, Any]]:
             "peer_host": pair.get("peer_host"),
             "peer_device": peer_device,
         })
-    if not checked:
-        raise ValueError("pairs: at least one pair is needed")
     return checked
 
 

@@ -1,0 +1,337 @@
+"""``ascend-serve serve`` and ``ascend-serve profiles``: start vLLM from a named profile."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sys
+from pathlib import Path
+from types import FrameType
+from typing import Annotated, Any
+
+import typer
+from rich.markup import escape
+from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from . import launcher
+from .console import (
+    EXIT_CHECK_FAILED,
+    EXIT_FAILED,
+    EXIT_OK,
+    console,
+    err_console,
+    fail,
+)
+from .fit import FitError
+from .matrix import MatrixError, load_matrix, resolve
+from .nodecheck import (
+    ASCEND_SET_ENV,
+    Finding,
+    check_fit,
+    check_model,
+    check_npus,
+    check_set_env,
+    check_versions,
+    fit_report,
+    read_env_fact,
+)
+from .profiles import Profile, ProfileError, load_profiles, parse_assignments
+from .profiles import resolve as resolve_profile
+from .server import ServerError, ServerProcess, last_line, log_tail
+
+DEFAULT_MODELS_DIR = Path("/var/lib/ascend-serve/models")
+
+profiles_app = typer.Typer(help="Named serving profiles (serving-profiles.yml).",
+                           no_args_is_help=True)
+
+
+class _StopRequestedError(Exception):
+    """SIGTERM / SIGINT received while serving."""
+
+
+def _on_signal(signum: int, frame: FrameType | None) -> None:
+    raise _StopRequestedError(signal.Signals(signum).name)
+
+
+def _state_dir(profile: str) -> Path:
+    base = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
+    return Path(base) / "ascend-serve" / profile
+
+
+def _health_url(profile: Profile) -> str:
+    wildcard = {"0.0.0.0": "127.0.0.1", "::": "::1", "": "127.0.0.1"}  # noqa: S104 - to loopback
+    host = wildcard.get(profile.host, profile.host)
+    if ":" in host:
+        host = f"[{host}]"
+    return f"http://{host}:{profile.port}"
+
+
+def _load(name: str, assignments: list[str], files: list[Path], host: str | None,
+          port: int | None) -> Profile:
+    try:
+        overrides = parse_assignments(assignments)
+        if host is not None:
+            overrides["host"] = host
+        if port is not None:
+            overrides["port"] = port
+        paths = [launcher.TEMPLATES_DIR.parent / "serving-profiles.yml", *files] if files else None
+        return resolve_profile(name, overrides, paths)
+    except ProfileError as exc:
+        raise fail(str(exc)) from exc
+
+
+def _findings_table(findings: list[Finding]) -> Table:
+    table = Table(title="node checks", show_lines=False)
+    table.add_column("check")
+    table.add_column("result")
+    table.add_column("detail", overflow="fold")
+    for f in findings:
+        table.add_row(f.name, "[green]ok[/green]" if f.ok else "[red]FAIL[/red]",
+                      escape(f.detail))
+    return table
+
+
+@profiles_app.command("list")
+def list_profiles(
+    profile_files: Annotated[list[Path] | None, typer.Option(
+        "--profiles", help="Extra profile file(s), read after serving-profiles.yml.")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON for machines.")] = False,
+) -> None:
+    """List the serving profiles."""
+    try:
+        paths = ([launcher.TEMPLATES_DIR.parent / "serving-profiles.yml", *profile_files]
+                 if profile_files else None)
+        profiles = load_profiles(paths)
+    except ProfileError as exc:
+        raise fail(str(exc)) from exc
+    if as_json:
+        typer.echo(json.dumps([p.as_dict() for p in profiles.values()], indent=2))
+        raise typer.Exit(EXIT_OK)
+    table = Table(title="serving profiles")
+    for col in ("name", "model", "chips", "layout", "description"):
+        table.add_column(col, overflow="fold")
+    for p in profiles.values():
+        par = p.parallel
+        layout = f"TP{par.tensor}" + (f" DP{par.data}" if par.data > 1 else "") + (
+            " EP" if par.expert else "")
+        chips = (f"{p.nodes} x {p.chips_per_node} {p.chip}" if p.device == "npu" else "cpu")
+        table.add_row(p.name, p.model.served_name, chips, layout, p.description)
+    console.print(table)
+
+
+@profiles_app.command("show")
+def show_profile(
+    name: Annotated[str, typer.Argument(help="Profile name.")],
+    assignments: Annotated[list[str] | None, typer.Option(
+        "--set", help="Override a field, FIELD=VALUE (YAML value); repeatable.")] = None,
+    profile_files: Annotated[list[Path] | None, typer.Option(
+        "--profiles", help="Extra profile file(s).")] = None,
+    model_dir: Annotated[Path | None, typer.Option(
+        help="Model directory whose config.json the fit estimate reads.")] = None,
+) -> None:
+    """Print a resolved profile and its memory fit estimate as JSON."""
+    profile = _load(name, assignments or [], profile_files or [], None, None)
+    try:
+        report = fit_report(profile, model_dir)
+    except FitError as exc:
+        raise fail(str(exc)) from exc
+    typer.echo(json.dumps({"profile": profile.as_dict(),
+                           "fit": report.model_dump() if report else None}, indent=2))
+    raise typer.Exit(EXIT_OK if report is None or report.fits else EXIT_CHECK_FAILED)
+
+
+def serve(
+    name: Annotated[str, typer.Argument(help="Serving profile (ascend-serve profiles list).")],
+    model_dir: Annotated[Path | None, typer.Option(
+        help="Model directory (default /var/lib/ascend-serve/models/<profile's model name>).")
+    ] = None,
+    assignments: Annotated[list[str] | None, typer.Option(
+        "--set", help="Override a profile field, FIELD=VALUE (YAML value), e.g. "
+        "vllm.max-model-len=8192 or parallel.tensor=8; repeatable.")] = None,
+    profile_files: Annotated[list[Path] | None, typer.Option(
+        "--profiles", help="Extra profile file(s), read after serving-profiles.yml.")] = None,
+    host: Annotated[str | None, typer.Option(help="Listen address (profile's host).")] = None,
+    port: Annotated[int | None, typer.Option(min=1, max=65535, help="Listen port.")] = None,
+    venv: Annotated[Path | None, typer.Option(
+        help="The serving environment (default: the python_env role's, from its local fact).")
+    ] = None,
+    stack_set: Annotated[str | None, typer.Option(
+        help="Version set the environment must hold (default: the local fact's).")] = None,
+    node_rank: Annotated[int, typer.Option(
+        min=0, help="This node's rank in a multi-node profile (0 = head).")] = 0,
+    head_address: Annotated[str | None, typer.Option(
+        help="The head node's address (multi-node profiles).")] = None,
+    env_files: Annotated[list[Path] | None, typer.Option(
+        "--env-file", help="KEY=value file the launcher loads, e.g. /etc/ascend-serve/hccl.env; "
+        "repeatable.")] = None,
+    set_env: Annotated[list[str] | None, typer.Option(
+        "--set-env", help="Shell script the launcher sources (default for NPU profiles: the CANN "
+        "toolkit's and ATB's set_env.sh); repeatable.")] = None,
+    api_key_file: Annotated[Path | None, typer.Option(
+        help="File holding the API key (passed to vLLM as VLLM_API_KEY, never on its command "
+        "line).")] = None,
+    run_dir: Annotated[Path | None, typer.Option(
+        help="Where the launcher, the log and vLLM's caches go "
+        "(default $XDG_STATE_HOME/ascend-serve/<profile>).")] = None,
+    npu_smi: Annotated[str | None, typer.Option(help="npu-smi to ask for chip health.")] = None,
+    dry_run: Annotated[bool, typer.Option(
+        "--dry-run", help="Print the command and the launcher, start nothing.")] = False,
+    skip_checks: Annotated[bool, typer.Option(
+        "--skip-checks", help="Start without the node checks (NPUs, env, versions, model).")
+    ] = False,
+    check_hashes: Annotated[bool, typer.Option(
+        help="Check the model's SHA-256 against its manifest too (slow for big models).")
+    ] = False,
+    timeout: Annotated[int | None, typer.Option(
+        min=1, help="Seconds to wait for /health (default: the profile's health_timeout_s).")
+    ] = None,
+    as_json: Annotated[bool, typer.Option(
+        "--json", help="Machine output: the plan (dry run) or one JSON line per event.")] = False,
+) -> None:
+    """Start vLLM from a serving profile: check the node, render the launcher, wait for /health.
+
+    Runs in the foreground until Ctrl-C or SIGTERM, which stop vLLM and every process it
+    started. Exit codes: 0 stopped by the operator (or a dry run), 1 a node check or the memory
+    fit failed, 2 bad arguments, 3 vLLM died or never became healthy (the log's last lines are
+    printed).
+    """
+    profile = _load(name, assignments or [], profile_files or [], host, port)
+    if node_rank >= profile.nodes:
+        raise fail(f"--node-rank {node_rank}: profile {name} runs on {profile.nodes} node(s)")
+    if profile.nodes > 1 and not head_address:
+        raise fail(f"profile {name} spans {profile.nodes} nodes: --head-address is required")
+    fact = read_env_fact()
+    env_dir = venv or (Path(fact["python"]).parent.parent if fact and fact.get("python") else None)
+    if env_dir is None:
+        raise fail("no serving environment: pass --venv (the python_env role records one in "
+                   "/etc/ansible/facts.d/ascend_python_env.fact)")
+    env_dir = env_dir.absolute()
+    model = (model_dir or DEFAULT_MODELS_DIR / profile.model.name).absolute()
+    state = (run_dir or _state_dir(profile.name)).absolute()
+    scripts = list(set_env) if set_env is not None else (
+        list(ASCEND_SET_ENV) if profile.device == "npu" else [])
+    api_key: str | None = None
+    if api_key_file is not None:
+        try:
+            api_key = api_key_file.read_text(encoding="utf-8").strip()
+        except OSError as exc:
+            raise fail(f"cannot read the API key file {api_key_file}: {exc.strerror}") from exc
+        if not api_key:
+            raise fail(f"the API key file {api_key_file} is empty")
+    try:
+        ctx = launcher.context(
+            profile, model_path=str(model), vllm=str(env_dir / "bin" / "vllm"),
+            state_dir=str(state), rank=node_rank, head_address=head_address, set_env=scripts,
+            env_files=[str(p) for p in env_files or []], rendered_by="ascend-serve serve",
+        )
+    except ProfileError as exc:
+        raise fail(str(exc)) from exc
+    script = launcher.render(ctx)
+    command = launcher.command_line(script)
+
+    if dry_run:
+        if as_json:
+            report = None
+            try:
+                report = fit_report(profile, model if model.is_dir() else None)
+            except FitError:
+                report = None
+            typer.echo(json.dumps({"profile": profile.as_dict(), "node": ctx["node"],
+                                   "command": command, "launcher": script,
+                                   "fit": report.model_dump() if report else None}, indent=2))
+        else:
+            typer.echo(command)
+            err_console.print(f"[dim]launcher ({launcher.LAUNCHER_TEMPLATE}):[/dim]")
+            err_console.print(escape(script), highlight=False)
+        raise typer.Exit(EXIT_OK)
+
+    def emit(event: str, **fields: Any) -> None:
+        if as_json:
+            typer.echo(json.dumps({"event": event, **fields}), nl=True)
+            sys.stdout.flush()
+
+    if not skip_checks:
+        findings = [check_fit(profile, model if model.is_dir() else None),
+                    check_model(model, hashes=check_hashes)]
+        if profile.device == "npu":
+            findings += [check_npus(profile, npu_smi), check_set_env(scripts)]
+        set_name = stack_set or (fact or {}).get("stack_set")
+        if set_name:
+            try:
+                stack = resolve(load_matrix(), str(set_name))
+            except MatrixError as exc:
+                raise fail(str(exc)) from exc
+            findings.append(check_versions(env_dir / "bin" / "python", stack))
+        else:
+            findings.append(Finding("versions", False, "no version set to check against: pass "
+                                    "--stack-set (or run the python_env role)"))
+        emit("checks", checks=[f.as_dict() for f in findings])
+        if not as_json:
+            err_console.print(_findings_table(findings))
+        if not all(f.ok for f in findings):
+            failed = ", ".join(f.name for f in findings if not f.ok)
+            raise fail(f"node checks failed ({failed}): nothing was started", EXIT_CHECK_FAILED)
+
+    state.mkdir(parents=True, exist_ok=True)
+    launcher_path = state / "launch.sh"
+    launcher_path.write_text(script, encoding="utf-8")
+    launcher_path.chmod(0o750)
+    log_path = state / "vllm.log"
+    log_path.write_bytes(b"")
+    env = dict(os.environ)
+    env.pop("VLLM_API_KEY", None)
+    if api_key:
+        env["VLLM_API_KEY"] = api_key
+    server = ServerProcess(launcher_path, log_path, env)
+    url = _health_url(profile)
+    wait = float(timeout or profile.health_timeout_s)
+
+    previous = {s: signal.signal(s, _on_signal) for s in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        server.start()
+        emit("started", pid=server.pid, log=str(log_path), command=command)
+        if not as_json:
+            err_console.print(f"started vLLM (pid {server.pid}), log {log_path}")
+        if ctx["node"]["role"] == "head":
+            with Progress(SpinnerColumn(), TextColumn("[progress.description]{task.description}"),
+                          TimeElapsedColumn(), console=err_console, transient=True,
+                          disable=as_json) as progress:
+                task = progress.add_task(f"waiting for {url}/health (up to {wait:.0f} s)")
+
+                def tick(elapsed: float) -> None:
+                    progress.update(task, description=f"waiting for {url}/health: "
+                                    f"{escape(last_line(log_path))}")
+
+                took = server.wait_healthy(f"{url}/health", wait, tick)
+            emit("ready", url=url, served_name=profile.model.served_name, seconds=round(took, 1))
+            if not as_json:
+                console.print(f"serving {profile.model.served_name} at {url} "
+                              f"(healthy after {took:.0f} s); Ctrl-C stops it")
+        else:
+            emit("ready", role="headless", head=head_address)
+            if not as_json:
+                console.print(f"headless node {node_rank} running; the API is served by the "
+                              f"head node {head_address}. Ctrl-C stops it")
+        assert server.proc is not None
+        code = server.proc.wait()
+        emit("exited", status=code)
+        raise fail(f"vLLM exited with status {code}:\n{log_tail(log_path)}", EXIT_FAILED)
+    except ServerError as exc:
+        server.stop()
+        emit("failed", error=str(exc), log_tail=exc.log_tail)
+        raise fail(f"{exc}; last lines of {log_path}:\n{exc.log_tail}", EXIT_FAILED) from exc
+    except _StopRequestedError as stop:
+        status = server.stop()
+        left = server.group_alive()
+        emit("stopped", signal=str(stop), status=status, orphans=left)
+        if not as_json:
+            err_console.print(f"stopped vLLM ({stop}; exit status {code})")
+        raise typer.Exit(EXIT_FAILED if left else EXIT_OK) from None
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+        if server.running():
+            server.stop()
+

@@ -1,0 +1,249 @@
+"""Serving profiles, the launcher template (rendered identically by Python and Ansible), the fit
+refusal and the argument errors of ``ascend-serve serve`` / ``profiles`` (no server started)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from typer.testing import CliRunner
+
+from ascend_serve import launcher
+from ascend_serve.cli import app
+from ascend_serve.profiles import (
+    ProfileError,
+    load_profiles,
+    parse_assignments,
+    resolve,
+)
+
+ROOT = Path(__file__).resolve().parents[1]
+runner = CliRunner()
+
+REQUIRED = {
+    "deepseek-r1-w8a8-a3", "deepseek-r1-w8a8-2xa2", "deepseek-v3-w8a8-2xa2",
+    "deepseek-r1-distill-qwen-32b", "deepseek-r1-distill-qwen-7b",
+    "deepseek-r1-distill-qwen-1.5b", "deepseek-r1-distill-llama-8b",
+    "deepseek-r1-distill-llama-70b", "tiny-deepseek-v3", "tiny-qwen2",
+}
+
+
+def _argv(script: str) -> list[str]:
+    """The exec command of a rendered launcher, split the way bash would."""
+    return shlex.split(launcher.command_line(script))
+
+
+def _flag(argv: list[str], flag: str) -> str | None:
+    return argv[argv.index(flag) + 1] if flag in argv else None
+
+
+def _render(name: str, **kwargs: Any) -> str:
+    overrides = kwargs.pop("overrides", None)
+    profile = resolve(name, overrides)
+    ctx = launcher.context(profile, model_path="/models/m", vllm="/env/bin/vllm",
+                           state_dir="/var/lib/vllm", **kwargs)
+    return launcher.render(ctx)
+
+
+def test_every_issue_profile_exists_and_validates() -> None:
+    profiles = load_profiles()
+    assert set(profiles) >= REQUIRED
+    a3 = profiles["deepseek-r1-w8a8-a3"]
+    assert (a3.chip, a3.nodes, a3.parallel.tensor, a3.parallel.data, a3.parallel.expert) == (
+        "910C", 1, 4, 4, True)
+    two = profiles["deepseek-r1-w8a8-2xa2"]
+    assert (two.nodes, two.parallel.data, two.parallel.data_local) == (2, 4, 2)
+    assert profiles["deepseek-r1-distill-qwen-32b"].parallel.tensor == 4
+    assert {p.device for n, p in profiles.items() if n.startswith("tiny-")} == {"cpu"}
+
+
+def test_single_a3_node_command() -> None:
+    argv = _argv(_render("deepseek-r1-w8a8-a3"))
+    assert argv[:3] == ["/env/bin/vllm", "serve", "/models/m"]
+    assert _flag(argv, "--tensor-parallel-size") == "4"
+    assert _flag(argv, "--data-parallel-size") == "4"
+    assert _flag(argv, "--data-parallel-size-local") == "4"
+    assert "--enable-expert-parallel" in argv
+    assert _flag(argv, "--quantization") == "ascend"
+    assert _flag(argv, "--max-model-len") == "16384"
+    assert json.loads(_flag(argv, "--speculative-config") or "") == {
+        "method": "deepseek_mtp", "num_speculative_tokens": 1}
+    assert "--headless" not in argv and "--data-parallel-address" not in argv
+
+
+def test_two_a2_nodes_head_and_headless() -> None:
+    head = _argv(_render("deepseek-r1-w8a8-2xa2", rank=0, head_address="10.0.0.1"))
+    worker_script = _render("deepseek-r1-w8a8-2xa2", rank=1, head_address="10.0.0.1",
+                            set_env=["/usr/local/Ascend/ascend-toolkit/set_env.sh"],
+                            env_files=["/etc/ascend-serve/hccl.env"])
+    worker = _argv(worker_script)
+    for argv in (head, worker):
+        assert _flag(argv, "--data-parallel-size") == "4"
+        assert _flag(argv, "--data-parallel-size-local") == "2"
+        assert _flag(argv, "--data-parallel-address") == "10.0.0.1"
+        assert _flag(argv, "--data-parallel-rpc-port") == "13389"
+    assert "--headless" not in head and _flag(head, "--port") == "8000"
+    assert "--data-parallel-start-rank" not in head
+    assert "--headless" in worker and "--port" not in worker
+    assert _flag(worker, "--data-parallel-start-rank") == "2"
+    assert "source /usr/local/Ascend/ascend-toolkit/set_env.sh" in worker_script
+    assert ". /etc/ascend-serve/hccl.env" in worker_script
+    assert "export HCCL_BUFFSIZE=200" in worker_script
+    assert "export ASCEND_RT_VISIBLE_DEVICES=0,1,2,3,4,5,6,7" in worker_script
+
+
+def test_multi_node_needs_head_address_and_rank_in_range() -> None:
+    with pytest.raises(ProfileError, match=r"head node's address"):
+        _render("deepseek-r1-w8a8-2xa2", rank=1)
+    with pytest.raises(ProfileError, match=r"out of range 0\.\.1"):
+        _render("deepseek-r1-w8a8-2xa2", rank=2, head_address="10.0.0.1")
+
+
+def test_cpu_profile_has_no_ascend_environment() -> None:
+    script = _render("tiny-deepseek-v3")
+    argv = _argv(script)
+    assert "ASCEND_RT_VISIBLE_DEVICES" not in script and "set_env.sh" not in script
+    assert _flag(argv, "--reasoning-parser") == "deepseek_r1"
+    assert _flag(argv, "--distributed-executor-backend") == "uni"
+    assert "--enforce-eager" in argv
+    assert "export VLLM_ENABLE_V1_MULTIPROCESSING=0" in script
+    assert "export VLLM_CACHE_ROOT=/var/lib/vllm/cache" in script
+
+
+def test_overrides_merge_remove_and_revalidate() -> None:
+    overrides = parse_assignments([
+        "vllm.max-model-len=1024", "vllm.enforce-eager=null", "env.EXTRA=a b'c",
+        "port=9000", "vllm.swap-space=4",
+    ])
+    assert overrides["vllm"]["max-model-len"] == 1024 and overrides["vllm"]["enforce-eager"] is None
+    script = _render("tiny-qwen2", overrides=overrides)
+    argv = _argv(script)
+    assert _flag(argv, "--max-model-len") == "1024"
+    assert _flag(argv, "--swap-space") == "4"
+    assert "--enforce-eager" not in argv
+    assert _flag(argv, "--port") == "9000"
+    # A hostile value stays one shell word.
+    assert "export EXTRA='a b'\"'\"'c'" in script
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [({"vllm": {"tensor-parallel-size": 8}}, "set through parallel.tensor"),
+     ({"vllm": {"--max-model-len": 8}}, "without dashes"),
+     ({"vllm": {"api-key": "s3cret"}}, "never on the command line"),
+     ({"parallel": {"tensor": 8}},
+      r"the layout needs 16 chips per node \(tensor 8 x data_local 2\)"),
+     ({"parallel": {"data": 3}}, "not a multiple of nodes 2"),
+     ({"chip": "910A"}, "chip '910A' is not one of"),
+     ({"port": 70000}, "port"),
+     ({"env": {"BAD-NAME": "1"}}, "not valid"),
+     ({"unknown": 1}, "unknown"),
+     ({"name": "other"}, "cannot be overridden")],
+)
+def test_bad_overrides_are_refused(overrides: dict[str, Any], message: str) -> None:
+    with pytest.raises(ProfileError, match=message):
+        resolve("deepseek-r1-w8a8-2xa2", overrides)
+
+
+def test_unknown_profile_lists_the_known_ones() -> None:
+    with pytest.raises(ProfileError, match=r"unknown profile 'r2'; known: .*tiny-qwen2"):
+        resolve("r2")
+
+
+def test_bad_assignment_syntax() -> None:
+    with pytest.raises(ProfileError, match="expected FIELD=VALUE"):
+        parse_assignments(["vllm.max-model-len"])
+
+
+def test_extra_profile_file(tmp_path: Path) -> None:
+    extra = tmp_path / "site.yml"
+    extra.write_text(yaml.safe_dump({"profiles": [{
+        "name": "site-tiny", "model": {"name": "m", "served_name": "m"}, "device": "cpu",
+        "chip": "cpu", "memory_gib": 1}]}))
+    profiles = load_profiles([ROOT / "serving-profiles.yml", extra])
+    assert "site-tiny" in profiles and "tiny-qwen2" in profiles
+    result = runner.invoke(app, ["profiles", "list", "--profiles", str(extra), "--json"])
+    assert result.exit_code == 0
+    assert "site-tiny" in [p["name"] for p in json.loads(result.stdout)]
+
+
+def test_ansible_renders_the_same_launcher(tmp_path: Path) -> None:
+    """The vllm_service role's template task and the CLI produce the same bytes."""
+    profile = resolve("deepseek-r1-w8a8-2xa2", {"env": {"QUOTED": "x y'z"}})
+    ctx = launcher.context(profile, model_path="/models/r1 w8a8", vllm="/env/bin/vllm",
+                           state_dir="/var/lib/vllm", rank=1, head_address="10.0.0.1",
+                           set_env=["/usr/local/Ascend/ascend-toolkit/set_env.sh"],
+                           env_files=["/etc/ascend-serve/hccl.env"])
+    (tmp_path / "ctx.json").write_text(json.dumps(ctx))
+    out = tmp_path / "launch.sh"
+    env = dict(os.environ, ANSIBLE_FORCE_COLOR="0", ANSIBLE_NOCOLOR="1")
+    proc = subprocess.run(
+        [str(Path(sys.executable).parent / "ansible"), "localhost", "-c", "local",
+         "-i", "localhost,", "-m", "ansible.builtin.template",
+         "-a", f"src={ROOT / 'templates' / launcher.LAUNCHER_TEMPLATE} dest={out}",
+         "-e", f"@{tmp_path / 'ctx.json'}",
+         "-e", f"ansible_python_interpreter={sys.executable}"],
+        capture_output=True, text=True, env=env, cwd=ROOT, check=False,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert out.read_text() == launcher.render(ctx)
+    assert _argv(out.read_text())[2] == "/models/r1 w8a8"
+
+
+def test_fit_refusal_names_numbers_and_a_fix() -> None:
+    result = runner.invoke(app, ["profiles", "show", "deepseek-r1-w8a8-a3",
+                                 "--set", "model.weights=bf16"])
+    assert result.exit_code == 1
+    fit = json.loads(result.stdout)["fit"]
+    assert not fit["fits"]
+    assert "GiB" in fit["reason"] and "910C" in fit["reason"]
+    assert "W8A8" in fit["suggestion"]
+    ok = runner.invoke(app, ["profiles", "show", "deepseek-r1-w8a8-a3"])
+    assert ok.exit_code == 0 and json.loads(ok.stdout)["fit"]["fits"]
+
+
+def test_serve_refuses_a_profile_that_does_not_fit(tmp_path: Path) -> None:
+    result = runner.invoke(app, [
+        "serve", "deepseek-r1-distill-qwen-32b", "--set", "parallel.tensor=1",
+        "--venv", str(tmp_path), "--stack-set", "vllm-ascend-0.13.0",
+        "--model-dir", str(tmp_path / "absent"),
+        "--npu-smi", str(tmp_path / "no-npu-smi"), "--json"])
+    assert result.exit_code == 1
+    checks = {c["name"]: c for c in json.loads(result.stdout.splitlines()[0])["checks"]}
+    assert not checks["fit"]["ok"] and "tensor parallel 2" in checks["fit"]["detail"]
+    assert not checks["model"]["ok"] and "not a directory" in checks["model"]["detail"]
+    assert not checks["npus"]["ok"] and "npu-smi not found" in checks["npus"]["detail"]
+    assert not checks["ascend-env"]["ok"]
+    assert "nothing was started" in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [(["no-such-profile"], "unknown profile"),
+     (["tiny-qwen2", "--set", "vllm.port=1"], "set through port"),
+     (["tiny-qwen2", "--node-rank", "1"], "runs on 1 node"),
+     (["deepseek-r1-w8a8-2xa2", "--node-rank", "1"], "--head-address is required"),
+     (["tiny-qwen2", "--api-key-file", "/nonexistent/key"], "cannot read the API key file")],
+)
+def test_serve_argument_errors(args: list[str], message: str, tmp_path: Path) -> None:
+    result = runner.invoke(app, ["serve", *args, "--venv", str(tmp_path), "--dry-run"])
+    assert result.exit_code == 2, result.output
+    assert message in result.stderr
+
+
+def test_serve_dry_run_json_is_the_launchers_command(tmp_path: Path) -> None:
+    result = runner.invoke(app, ["serve", "tiny-deepseek-v3", "--venv", str(tmp_path),
+                                 "--model-dir", str(tmp_path / "m"), "--dry-run", "--json"])
+    assert result.exit_code == 0, result.output
+    plan = json.loads(result.stdout)
+    assert plan["command"] == launcher.command_line(plan["launcher"])
+    assert shlex.split(plan["command"])[:3] == [str(tmp_path / "bin" / "vllm"), "serve",
+                                                str(tmp_path / "m")]
+    assert plan["node"]["role"] == "head"
