@@ -66,3 +66,17 @@ if podman exec "$NODE" test -x /usr/local/sbin/npu-smi; then
   echo "[local-deploy] npu-smi info on $NODE:"
   podman exec "$NODE" /usr/local/sbin/npu-smi info
 fi
+
+# The server: the vllm_service role recorded it; validate it from here, over the node's address.
+fact=$(podman exec "$NODE" cat /etc/ansible/facts.d/ascend_vllm_service.fact 2>/dev/null || true)
+if [ -n "$fact" ]; then
+  read -r served port < <(printf '%s' "$fact" | python -c '
+import json, sys, urllib.parse
+f = json.load(sys.stdin)
+print(f["served_name"], urllib.parse.urlsplit(f["url"]).port)')
+  address=$(podman container inspect --format '{{range .NetworkSettings.Networks}}{{.IPAddress}} {{end}}' "$NODE" | awk '{print $1}')
+  url="http://$address:$port"
+  echo "[local-deploy] validating $served at $url (unit ascend-vllm on $NODE):"
+  ascend-serve validate "$url" --served-name "$served" --reasoning
+  echo "[local-deploy] serving $served at $url"
+fi

@@ -247,3 +247,31 @@ def test_serve_dry_run_json_is_the_launchers_command(tmp_path: Path) -> None:
     assert shlex.split(plan["command"])[:3] == [str(tmp_path / "bin" / "vllm"), "serve",
                                                 str(tmp_path / "m")]
     assert plan["node"]["role"] == "head"
+
+
+def test_serving_filters_are_the_package_and_raise_ansible_errors() -> None:
+    import importlib
+
+    errors: Any = importlib.import_module("ansible.errors")
+    filters = importlib.import_module(
+        "ansible_collections.ascend_serve.fleet.plugins.filter.serving").FilterModule().filters()
+    profile = filters["serving_profile"]("tiny-qwen2", {"port": 9001})
+    assert profile == resolve("tiny-qwen2", {"port": 9001}).as_dict()
+    ctx = filters["vllm_launch_context"](profile, "/m", "/env/bin/vllm", "/state")
+    assert ctx == launcher.context(resolve("tiny-qwen2", {"port": 9001}), model_path="/m",
+                                   vllm="/env/bin/vllm", state_dir="/state",
+                                   rendered_by="ascend-serve vllm_service role")
+    # No config.json known for a tiny profile: nothing to estimate; with one, the numbers.
+    assert filters["serving_fit"](profile) is None
+    config = {"model_type": "qwen2", "vocab_size": 1000, "hidden_size": 64,
+              "intermediate_size": 128, "num_hidden_layers": 2, "num_attention_heads": 2,
+              "num_key_value_heads": 1, "max_position_embeddings": 512}
+    fit = filters["serving_fit"](profile, config)
+    assert fit is not None and fit["fits"] and fit["params_total"] > 0
+    big = filters["serving_profile"]("deepseek-r1-w8a8-a3", {"model": {"weights": "bf16"}})
+    assert filters["serving_fit"](big)["fits"] is False
+    with pytest.raises(errors.AnsibleFilterError, match="unknown profile 'nope'"):
+        filters["serving_profile"]("nope")
+    with pytest.raises(errors.AnsibleFilterError, match="head node's address"):
+        filters["vllm_launch_context"](filters["serving_profile"]("deepseek-r1-w8a8-2xa2"),
+                                       "/m", "/v", "/s", 1)

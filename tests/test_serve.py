@@ -81,7 +81,7 @@ def test_serve_validate_and_stop(deepseek_model: Path, tmp_path: Path) -> None:
     try:
         events = list(_events(proc.stdout, {"ready", "failed", "exited"}, 400))
         names = [e["event"] for e in events]
-        assert names == ["checks", "started", "ready"], (names, proc.stderr.read()
+        assert names == ["checks", "started", "ready"], (events, proc.stderr.read()
                                                          if proc.poll() is not None else "")
         checks = {c["name"]: c for c in events[0]["checks"]}  # type: ignore[attr-defined]
         assert set(checks) == {"fit", "model", "versions"}

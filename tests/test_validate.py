@@ -208,6 +208,8 @@ def test_resolve_api_key(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Non
     key_file = tmp_path / "key"
     key_file.write_text("k3\n")
     assert v.resolve_api_key(None, key_file) == "k3"
+    key_file.write_text("VLLM_API_KEY=k4\n")  # the vllm_service role's systemd env file
+    assert v.resolve_api_key(None, key_file) == "k4"
     key_file.write_text("  \n")
     with pytest.raises(ValueError, match="is empty"):
         v.resolve_api_key(None, key_file)

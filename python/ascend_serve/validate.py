@@ -740,8 +740,10 @@ def render_text(report: Report) -> str:
 def resolve_api_key(env_name: str | None, key_file: str | os.PathLike[str] | None) -> str | None:
     """The API key from ``key_file`` or the environment variable ``env_name``.
 
-    ``env_name`` None means ``VLLM_API_KEY`` if set (no key otherwise); a variable named
-    explicitly must be set. Raises ``ValueError`` (never showing the key) when unusable.
+    The file holds the bare key, or the ``VLLM_API_KEY=...`` line of a systemd environment
+    file (the vllm_service role's). ``env_name`` None means ``VLLM_API_KEY`` if set (no key
+    otherwise); a variable named explicitly must be set. Raises ``ValueError`` (never showing
+    the key) when unusable.
     """
     if key_file is not None and env_name is not None:
         raise ValueError("give --api-key-env or --api-key-file, not both")
@@ -750,6 +752,7 @@ def resolve_api_key(env_name: str | None, key_file: str | os.PathLike[str] | Non
             key = Path(key_file).read_text(encoding="utf-8").strip()
         except (OSError, UnicodeDecodeError) as exc:
             raise ValueError(f"cannot read the API key file {key_file}: {exc}") from exc
+        key = key.removeprefix(f"{DEFAULT_API_KEY_ENV}=").strip()
         if not key:
             raise ValueError(f"the API key file {key_file} is empty")
         return key

@@ -15,33 +15,15 @@ Ansible, so the roles and the ``ascend-serve ranktable`` command cannot disagree
 
 from __future__ import annotations
 
-import importlib
-from collections.abc import Mapping
-from types import ModuleType
 from typing import Any
 
 from ansible.errors import AnsibleFilterError
-
-
-def _plain(value: Any) -> Any:
-    """Plain dicts/lists/strings: Ansible hands filters lazily templated containers."""
-    if isinstance(value, Mapping):
-        return {str(k): _plain(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_plain(v) for v in value]
-    if isinstance(value, str):
-        return str(value)
-    return value
-
-
-def _package(module: str, filter_name: str) -> ModuleType:
-    try:
-        return importlib.import_module(f"ascend_serve.{module}")
-    except ImportError as exc:  # pragma: no cover - depends on the controller's environment
-        raise AnsibleFilterError(
-            f"{filter_name} needs the ascend_serve package on the controller "
-            f"(pip install -e . in the project): {exc}"
-        ) from exc
+from ansible_collections.ascend_serve.fleet.plugins.module_utils.controller_package import (
+    package as _package,
+)
+from ansible_collections.ascend_serve.fleet.plugins.module_utils.controller_package import (
+    plain as _plain,
+)
 
 
 def device_ip_plan(fleet: Any) -> dict[str, Any]:

@@ -6,38 +6,27 @@ controller next to Ansible, so the roles and the ``ascend-serve matrix`` command
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any
 
 from ansible.errors import AnsibleFilterError
-
-
-def _plain(value: Any) -> Any:
-    """Plain dicts/lists: Ansible hands filters lazily templated containers."""
-    if isinstance(value, Mapping):
-        return {str(k): _plain(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_plain(v) for v in value]
-    return value
+from ansible_collections.ascend_serve.fleet.plugins.module_utils.controller_package import (
+    package,
+    plain,
+)
 
 
 def stack_resolve(
     matrix: Any, name: str | None = None, pins: Any = None, chip: str | None = None
 ) -> dict[str, Any]:
+    m = package("matrix", "stack_resolve")
     try:
-        from ascend_serve.matrix import MatrixError, parse_matrix, resolve
-    except ImportError as exc:  # pragma: no cover - depends on the controller's environment
-        raise AnsibleFilterError(
-            "stack_resolve needs the ascend_serve package on the controller "
-            f"(pip install -e . in the project): {exc}"
-        ) from exc
-    try:
-        selected = resolve(
-            parse_matrix(_plain(matrix)), name or None, _plain(pins or {}), chip or None
+        selected = m.resolve(
+            m.parse_matrix(plain(matrix)), name or None, plain(pins or {}), chip or None
         )
-    except MatrixError as exc:
+    except m.MatrixError as exc:
         raise AnsibleFilterError(str(exc)) from exc
-    return selected.as_facts()
+    facts: dict[str, Any] = selected.as_facts()
+    return facts
 
 
 class FilterModule:

@@ -10,7 +10,7 @@ set -euo pipefail
 eph="${1:?ephemeral directory}"
 project="${2:?project directory}"
 mkdir -p "$project/.cache/apt-archives/${ASCEND_APT_CACHE_ID:-shared}/partial"
-python3 -m ascend_sim node create "$eph/sim/ascend-mol-env" --model atlas800-a2
+python3 -m ascend_sim node create "$eph/sim/ascend-mol-serving" --model atlas800-a2
 python3 -m ascend_sim.mirror apt "$eph/mirror/apt" >/dev/null
 python3 -m ascend_sim packages "$eph/artifacts" --set vllm-ascend-0.13.0 --firmware 7.8.0.2.212 \
   --vars-file "$eph/artifacts/pins.yml" >/dev/null

@@ -1,0 +1,100 @@
+"""Serving filters: resolve a profile, the launcher template's context, the memory fit.
+
+The logic lives in the ``ascend_serve`` Python package (``ascend_serve.profiles``,
+``ascend_serve.launcher``, ``ascend_serve.fit``) on the controller, so the ``vllm_service`` role
+and ``ascend-serve serve`` resolve the same profile and render the same launcher::
+
+    profile: "{{ 'tiny-deepseek-v3' | ascend_serve.fleet.serving_profile(overrides, files) }}"
+    ctx: "{{ profile | ascend_serve.fleet.vllm_launch_context(model_path=..., vllm=..., ...) }}"
+    fit: "{{ profile | ascend_serve.fleet.serving_fit(config_json_or_none) }}"
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from ansible.errors import AnsibleFilterError
+from ansible_collections.ascend_serve.fleet.plugins.module_utils.controller_package import (
+    package as _package,
+)
+from ansible_collections.ascend_serve.fleet.plugins.module_utils.controller_package import (
+    plain as _plain,
+)
+
+
+def _profile(data: Any, filter_name: str) -> Any:
+    profiles = _package("profiles", filter_name)
+    try:
+        return profiles.Profile.model_validate(_plain(data))
+    except ValueError as exc:
+        raise AnsibleFilterError(f"{filter_name}: not a resolved profile: {exc}") from exc
+
+
+def serving_profile(name: Any, overrides: Any = None, files: Any = None) -> dict[str, Any]:
+    """Profile name (+ inventory overrides, + extra profile files) -> the resolved profile."""
+    profiles = _package("profiles", "serving_profile")
+    paths = None
+    if files:
+        paths = [profiles.default_profiles_path(), *(Path(str(f)) for f in _plain(files))]
+    try:
+        profile = profiles.resolve(str(name), _plain(overrides or {}), paths)
+    except profiles.ProfileError as exc:
+        raise AnsibleFilterError(str(exc)) from exc
+    result: dict[str, Any] = profile.as_dict()
+    return result
+
+
+def vllm_launch_context(
+    profile: Any,
+    model_path: Any,
+    vllm: Any,
+    state_dir: Any,
+    rank: Any = 0,
+    head_address: Any = None,
+    set_env: Any = None,
+    env_files: Any = None,
+    rendered_by: Any = "ascend-serve vllm_service role",
+) -> dict[str, Any]:
+    """Resolved profile + this node's paths and rank -> the launcher template's variables."""
+    launcher = _package("launcher", "vllm_launch_context")
+    profiles = _package("profiles", "vllm_launch_context")
+    try:
+        ctx: dict[str, Any] = launcher.context(
+            _profile(profile, "vllm_launch_context"),
+            model_path=str(model_path), vllm=str(vllm), state_dir=str(state_dir),
+            rank=int(rank), head_address=str(head_address) if head_address else None,
+            set_env=[str(s) for s in _plain(set_env or [])],
+            env_files=[str(s) for s in _plain(env_files or [])],
+            rendered_by=str(rendered_by),
+        )
+    except profiles.ProfileError as exc:
+        raise AnsibleFilterError(str(exc)) from exc
+    return ctx
+
+
+def serving_fit(profile: Any, config: Any = None) -> dict[str, Any] | None:
+    """Resolved profile (+ the model's config.json, else the profile's copy) -> the fit report.
+
+    None when no config.json is known for the model (nothing to estimate from).
+    """
+    nodecheck = _package("nodecheck", "serving_fit")
+    fit = _package("fit", "serving_fit")
+    parsed = _profile(profile, "serving_fit")
+    if config:
+        parsed = parsed.model_copy(update={"model": parsed.model.model_copy(
+            update={"config": _plain(config)})})
+    try:
+        report = nodecheck.fit_report(parsed, None)
+    except fit.FitError as exc:
+        raise AnsibleFilterError(f"memory fit of profile {parsed.name}: {exc}") from exc
+    return None if report is None else dict(report.model_dump())
+
+
+class FilterModule:
+    def filters(self) -> dict[str, Any]:
+        return {
+            "serving_profile": serving_profile,
+            "vllm_launch_context": vllm_launch_context,
+            "serving_fit": serving_fit,
+        }
