@@ -266,6 +266,11 @@ def test_script_exit_2_on_bad_arguments(argv: list[str], capsys: pytest.CaptureF
     assert captured.out == ""
 
 
+def _uncolored(text: str) -> str:
+    """Typer colours its help and usage errors when PY_COLORS / FORCE_COLOR is set (as in CI)."""
+    return re.sub(r"\x1b\[[0-9;]*m", "", text)
+
+
 @pytest.mark.parametrize(("args", "message"), [
     (["not-a-url"], "scheme must be http or https"),
     (["http://h:1", "--concurrency", "0"], "--concurrency"),
@@ -276,7 +281,7 @@ def test_script_exit_2_on_bad_arguments(argv: list[str], capsys: pytest.CaptureF
 def test_cli_exit_2_on_bad_arguments(args: list[str], message: str) -> None:
     result = runner.invoke(cli, ["validate", *args])
     assert result.exit_code == 2, result.output
-    assert message in result.output
+    assert message in _uncolored(result.output)
     assert "Traceback" not in result.output
 
 
@@ -285,7 +290,7 @@ def test_cli_help() -> None:
     assert result.exit_code == 0
     for option in ("--served-name", "--reasoning", "--no-reasoning", "--concurrency",
                    "--max-tokens", "--timeout", "--api-key-env", "--api-key-file", "--json"):
-        assert option in result.output
+        assert option in _uncolored(result.output)
 
 
 def test_script_imports_only_stdlib_and_httpx() -> None:
