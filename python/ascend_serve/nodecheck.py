@@ -8,7 +8,6 @@ against its manifest, the CANN / ATB ``set_env.sh`` scripts the launcher sources
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -17,7 +16,7 @@ from typing import Any
 from .fit import FitError, FitReport, estimate
 from .manifest import ManifestError, load, verify
 from .matrix import StackSet
-from .npusmi import NpuSmiParseError, parse_info
+from .npusmi import NpuSmiParseError, NpuSmiRunError, locate, parse_info, query_info
 from .profiles import Profile
 
 # Where the python_env role records the serving environment (stack set, interpreter).
@@ -26,7 +25,6 @@ ASCEND_SET_ENV = (
     "/usr/local/Ascend/ascend-toolkit/set_env.sh",
     "/usr/local/Ascend/nnal/atb/set_env.sh",
 )
-NPU_SMI_PATHS = ("npu-smi", "/usr/local/sbin/npu-smi", "/usr/local/bin/npu-smi")
 
 
 @dataclass
@@ -48,29 +46,15 @@ def read_env_fact(path: Path = PYTHON_ENV_FACT) -> dict[str, Any] | None:
     return data if isinstance(data, dict) else None
 
 
-def find_npu_smi(explicit: str | None = None) -> str | None:
-    for candidate in ([explicit] if explicit else list(NPU_SMI_PATHS)):
-        found = shutil.which(candidate)
-        if found:
-            return found
-    return None
-
-
 def check_npus(profile: Profile, npu_smi: str | None) -> Finding:
     """Enough chips for the profile's layout, and every chip healthy."""
-    tool = find_npu_smi(npu_smi)
+    tool = locate(npu_smi)
     if tool is None:
         return Finding("npus", False, "npu-smi not found: is the NPU driver installed?")
     try:
-        proc = subprocess.run([tool, "info"], capture_output=True, text=True, timeout=60,
-                              check=False)
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        return Finding("npus", False, f"{tool} info failed: {exc}")
-    if proc.returncode != 0:
-        return Finding("npus", False, f"{tool} info exited {proc.returncode}: "
-                       f"{(proc.stderr or proc.stdout).strip()[-300:]}")
-    try:
-        chips = parse_info(proc.stdout)
+        chips = parse_info(query_info(tool))
+    except NpuSmiRunError as exc:
+        return Finding("npus", False, str(exc))
     except NpuSmiParseError as exc:
         return Finding("npus", False, f"cannot read npu-smi info: {exc}")
     bad = [c for c in chips if c.health != "OK"]

@@ -8,9 +8,6 @@ itself failed (non-zero exit, timeout).
 from __future__ import annotations
 
 import json
-import os
-import shutil
-import subprocess
 import sys
 import time
 from datetime import datetime
@@ -25,16 +22,23 @@ from rich.table import Table
 from rich.text import Text
 
 from .console import EXIT_BAD_INPUT, EXIT_CHECK_FAILED, EXIT_FAILED, EXIT_OK, console, fail
-from .npusmi import Chip, NpuSmiParseError, parse_info, parse_version, unhealthy
+from .npusmi import (
+    DEFAULT_NPU_SMI,
+    NPU_SMI_TIMEOUT_S,
+    Chip,
+    NpuSmiParseError,
+    NpuSmiRunError,
+    locate,
+    parse_info,
+    parse_version,
+    query_info,
+    unhealthy,
+)
 
 npu_app = typer.Typer(
     help="NPU chips as npu-smi shows them: parse a saved 'npu-smi info', or query this node.",
     no_args_is_help=True,
 )
-
-# Where the driver package installs npu-smi when it is not on PATH (sudo's secure_path, cron).
-DEFAULT_NPU_SMI = "/usr/local/sbin/npu-smi"
-NPU_SMI_TIMEOUT_S = 60.0
 
 _HEALTH_STYLE = {"OK": "green", "Warning": "yellow"}
 
@@ -144,16 +148,11 @@ def parse_command(
 
 def find_npu_smi(path: str | None) -> str:
     """``path`` if given, else ``npu-smi`` on PATH, else :data:`DEFAULT_NPU_SMI`."""
-    if path is not None:
-        found = shutil.which(path)
-        if found is None:
-            raise fail(f"{path}: no such executable")
-        return found
-    found = shutil.which("npu-smi")
+    found = locate(path, fallback=DEFAULT_NPU_SMI)
     if found is not None:
         return found
-    if os.access(DEFAULT_NPU_SMI, os.X_OK):
-        return DEFAULT_NPU_SMI
+    if path is not None:
+        raise fail(f"{path}: no such executable")
     raise fail(f"npu-smi is not on PATH nor at {DEFAULT_NPU_SMI} (is the NPU driver installed?); "
                "give its path with --npu-smi")
 
@@ -161,19 +160,11 @@ def find_npu_smi(path: str | None) -> str:
 def _sample(npu_smi: str) -> tuple[list[Chip], str | None]:
     """Run ``npu-smi info`` once: the chips and the tool's version."""
     try:
-        done = subprocess.run([npu_smi, "info"], capture_output=True, text=True,
-                              timeout=NPU_SMI_TIMEOUT_S, check=False)
-    except subprocess.TimeoutExpired as exc:
-        raise _SampleError(f"{npu_smi} info: no answer in {NPU_SMI_TIMEOUT_S:.0f} s",
-                           EXIT_FAILED) from exc
-    except OSError as exc:
-        raise _SampleError(f"cannot run {npu_smi}: {exc}", EXIT_FAILED) from exc
-    if done.returncode != 0:
-        detail = (done.stderr.strip() or done.stdout.strip()).splitlines()[-1:] or ["no output"]
-        raise _SampleError(f"{npu_smi} info failed (exit {done.returncode}): {detail[0]}",
-                           EXIT_FAILED)
+        text = query_info(npu_smi, NPU_SMI_TIMEOUT_S)
+    except NpuSmiRunError as exc:
+        raise _SampleError(str(exc), EXIT_FAILED) from exc
     try:
-        return parse_info(done.stdout), parse_version(done.stdout)
+        return parse_info(text), parse_version(text)
     except NpuSmiParseError as exc:
         raise _SampleError(f"cannot read the output of {npu_smi} info: {exc}",
                            EXIT_BAD_INPUT) from exc

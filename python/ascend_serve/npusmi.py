@@ -20,7 +20,10 @@ fields, used and total). Below the chip table ``npu-smi`` prints a process table
 
 from __future__ import annotations
 
+import os
 import re
+import shutil
+import subprocess
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -392,3 +395,41 @@ def _list_int(key: str, value: str, line_no: int) -> int:
         return int(value)
     except ValueError:
         raise NpuSmiParseError(f"line {line_no}: {key} is {value!r}, not a number") from None
+
+
+# ---- running the tool -----------------------------------------------------------------------
+
+# Where the driver package installs npu-smi when it is not on PATH (sudo's secure_path, cron).
+DEFAULT_NPU_SMI = "/usr/local/sbin/npu-smi"
+NPU_SMI_TIMEOUT_S = 60.0
+
+
+class NpuSmiRunError(RuntimeError):
+    """npu-smi could not be run, timed out or failed; the message says which."""
+
+
+def locate(path: str | None = None, fallback: str = DEFAULT_NPU_SMI) -> str | None:
+    """``path`` resolved on PATH if given; else ``npu-smi`` on PATH, else ``fallback`` if it is
+    executable; None when nothing is found."""
+    if path is not None:
+        return shutil.which(path)
+    found = shutil.which("npu-smi")
+    if found is not None:
+        return found
+    return fallback if os.access(fallback, os.X_OK) else None
+
+
+def query_info(tool: str, timeout: float = NPU_SMI_TIMEOUT_S) -> str:
+    """The output of ``tool info``."""
+    try:
+        done = subprocess.run([tool, "info"], capture_output=True, text=True, timeout=timeout,
+                              check=False)
+    except subprocess.TimeoutExpired as exc:
+        raise NpuSmiRunError(f"{tool} info: no answer in {timeout:.0f} s") from exc
+    except OSError as exc:
+        raise NpuSmiRunError(f"cannot run {tool}: {exc}") from exc
+    if done.returncode != 0:
+        detail = (done.stderr.strip() or done.stdout.strip()).splitlines()[-1:] or ["no output"]
+        raise NpuSmiRunError(f"{tool} info failed (exit {done.returncode}): {detail[0]}")
+    return done.stdout
+

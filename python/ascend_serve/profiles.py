@@ -175,6 +175,13 @@ def default_profiles_path() -> Path:
     return Path(__file__).resolve().parents[2] / "serving-profiles.yml"
 
 
+def with_extra_files(extra: Iterable[Path | str] | None) -> list[Path] | None:
+    """The profile files to read: the default one, then the operator's ``extra`` files
+    (None, meaning the default alone, when there are none)."""
+    files = [Path(str(f)) for f in extra or []]
+    return [default_profiles_path(), *files] if files else None
+
+
 def _describe(exc: ValidationError, name: str) -> str:
     problems = []
     for err in exc.errors():

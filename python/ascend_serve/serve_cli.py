@@ -37,7 +37,13 @@ from .nodecheck import (
     fit_report,
     read_env_fact,
 )
-from .profiles import Profile, ProfileError, load_profiles, parse_assignments
+from .profiles import (
+    Profile,
+    ProfileError,
+    load_profiles,
+    parse_assignments,
+    with_extra_files,
+)
 from .profiles import resolve as resolve_profile
 from .server import ServerError, ServerProcess, last_line, log_tail
 
@@ -76,8 +82,7 @@ def _load(name: str, assignments: list[str], files: list[Path], host: str | None
             overrides["host"] = host
         if port is not None:
             overrides["port"] = port
-        paths = [launcher.TEMPLATES_DIR.parent / "serving-profiles.yml", *files] if files else None
-        return resolve_profile(name, overrides, paths)
+        return resolve_profile(name, overrides, with_extra_files(files))
     except ProfileError as exc:
         raise fail(str(exc)) from exc
 
@@ -101,9 +106,7 @@ def list_profiles(
 ) -> None:
     """List the serving profiles."""
     try:
-        paths = ([launcher.TEMPLATES_DIR.parent / "serving-profiles.yml", *profile_files]
-                 if profile_files else None)
-        profiles = load_profiles(paths)
+        profiles = load_profiles(with_extra_files(profile_files))
     except ProfileError as exc:
         raise fail(str(exc)) from exc
     if as_json:

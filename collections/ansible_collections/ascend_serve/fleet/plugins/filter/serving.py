@@ -11,7 +11,6 @@ and ``ascend-serve serve`` resolve the same profile and render the same launcher
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 from ansible.errors import AnsibleFilterError
@@ -34,11 +33,9 @@ def _profile(data: Any, filter_name: str) -> Any:
 def serving_profile(name: Any, overrides: Any = None, files: Any = None) -> dict[str, Any]:
     """Profile name (+ inventory overrides, + extra profile files) -> the resolved profile."""
     profiles = _package("profiles", "serving_profile")
-    paths = None
-    if files:
-        paths = [profiles.default_profiles_path(), *(Path(str(f)) for f in _plain(files))]
     try:
-        profile = profiles.resolve(str(name), _plain(overrides or {}), paths)
+        profile = profiles.resolve(str(name), _plain(overrides or {}),
+                                   profiles.with_extra_files(_plain(files or [])))
     except profiles.ProfileError as exc:
         raise AnsibleFilterError(str(exc)) from exc
     result: dict[str, Any] = profile.as_dict()
