@@ -70,6 +70,15 @@ def context(
     }
 
 
+def health_url(profile: Profile) -> str:
+    """Where a client on this host reaches the profile's server (wildcards -> loopback)."""
+    wildcard = {"0.0.0.0": "127.0.0.1", "::": "::1", "": "127.0.0.1"}  # noqa: S104 - to loopback
+    host = wildcard.get(profile.host, profile.host)
+    if ":" in host:
+        host = f"[{host}]"
+    return f"http://{host}:{profile.port}"
+
+
 def environment(templates_dir: Path | None = None) -> jinja2.Environment:
     """Jinja2 with Ansible's template defaults and the filters the template uses."""
     env = jinja2.Environment(

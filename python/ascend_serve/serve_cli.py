@@ -66,14 +66,6 @@ def _state_dir(profile: str) -> Path:
     return Path(base) / "ascend-serve" / profile
 
 
-def _health_url(profile: Profile) -> str:
-    wildcard = {"0.0.0.0": "127.0.0.1", "::": "::1", "": "127.0.0.1"}  # noqa: S104 - to loopback
-    host = wildcard.get(profile.host, profile.host)
-    if ":" in host:
-        host = f"[{host}]"
-    return f"http://{host}:{profile.port}"
-
-
 def _load(name: str, assignments: list[str], files: list[Path], host: str | None,
           port: int | None) -> Profile:
     try:
@@ -277,18 +269,9 @@ def serve(
             failed = ", ".join(f.name for f in findings if not f.ok)
             raise fail(f"node checks failed ({failed}): nothing was started", EXIT_CHECK_FAILED)
 
-    state.mkdir(parents=True, exist_ok=True)
-    launcher_path = state / "launch.sh"
-    launcher_path.write_text(script, encoding="utf-8")
-    launcher_path.chmod(0o750)
-    log_path = state / "vllm.log"
-    log_path.write_bytes(b"")
-    env = dict(os.environ)
-    env.pop("VLLM_API_KEY", None)
-    if api_key:
-        env["VLLM_API_KEY"] = api_key
-    server = ServerProcess(launcher_path, log_path, env)
-    url = _health_url(profile)
+    server = ServerProcess.in_run_dir(script, state, api_key)
+    log_path = server.log_path
+    url = launcher.health_url(profile)
     wait = float(timeout or profile.health_timeout_s)
 
     previous = {s: signal.signal(s, _on_signal) for s in (signal.SIGTERM, signal.SIGINT)}

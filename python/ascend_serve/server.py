@@ -44,6 +44,24 @@ class ServerProcess:
         self.env = dict(env) if env is not None else dict(os.environ)
         self.proc: subprocess.Popen[bytes] | None = None
 
+    @classmethod
+    def in_run_dir(cls, script: str, run_dir: Path, api_key: str | None = None,
+                   base_env: Mapping[str, str] | None = None) -> ServerProcess:
+        """A server for the rendered launcher ``script``, written to ``run_dir/launch.sh``
+        (0750) with its log in ``run_dir/vllm.log`` (emptied); the API key, if any, reaches
+        vLLM only through ``VLLM_API_KEY`` in its environment, never its command line."""
+        run_dir.mkdir(parents=True, exist_ok=True)
+        launcher = run_dir / "launch.sh"
+        launcher.write_text(script, encoding="utf-8")
+        launcher.chmod(0o750)
+        log_path = run_dir / "vllm.log"
+        log_path.write_bytes(b"")
+        env = dict(os.environ if base_env is None else base_env)
+        env.pop("VLLM_API_KEY", None)
+        if api_key:
+            env["VLLM_API_KEY"] = api_key
+        return cls(launcher, log_path, env)
+
     @property
     def pid(self) -> int:
         if self.proc is None:

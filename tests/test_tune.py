@@ -1,0 +1,120 @@
+"""``ascend-serve tune``: the sweep's bookkeeping, the choice of the winner, the files it writes."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import yaml
+
+from ascend_serve import tune
+from ascend_serve.profiles import load_profiles, resolve
+from ascend_serve.server import ServerError
+from ascend_serve.tune import Measurement, Setting, Trial
+
+
+def measurement(out_tps: float, ok: bool = True, req_tps: float = 1.0) -> Measurement:
+    return Measurement(metrics={"output_throughput": out_tps, "request_throughput": req_tps,
+                                "p99_ttft_ms": 10.0},
+                       slo_ok=ok, slo_detail=[] if ok else ["p99_ttft_ms 900 > 500"])
+
+
+def test_grid_is_every_combination_without_duplicates() -> None:
+    assert tune.grid([4, 8, 4], [512, 1024]) == [
+        Setting(4, 512), Setting(4, 1024), Setting(8, 512), Setting(8, 1024)]
+    assert tune.grid([16], []) == [Setting(16, None)]
+    assert Setting(8, 1024).vllm_flags() == {"max-num-seqs": 8, "max-num-batched-tokens": 1024}
+    assert Setting(8).vllm_flags() == {"max-num-seqs": 8} and Setting(8).label == "seqs8"
+    with pytest.raises(tune.TuneError, match="at least one"):
+        tune.grid([], [512])
+    with pytest.raises(tune.TuneError, match="positive"):
+        tune.grid([4, 0], [])
+
+
+def test_pick_takes_the_best_trial_that_meets_the_slo() -> None:
+    trials = [
+        Trial(Setting(4), 1, measurement(100.0)),
+        Trial(Setting(4), 8, measurement(900.0, ok=False)),  # fastest, but misses the SLO
+        Trial(Setting(8), 4, measurement(300.0, req_tps=5.0)),
+        Trial(Setting(16), 4, measurement(300.0)),  # a tie: the smaller max-num-seqs wins
+        Trial(Setting(32), None, error="vLLM exited with status 1 while starting"),
+    ]
+    best = tune.pick(trials)
+    assert best is trials[2]
+    assert tune.pick(trials, "request_throughput") is trials[2]
+    assert tune.pick([trials[1], trials[4]]) is None
+    with pytest.raises(tune.TuneError, match="objective"):
+        tune.pick(trials, "fastest")
+
+
+def test_sweep_starts_one_server_per_setting_and_records_failures() -> None:
+    events: list[tuple[str, str, int | None]] = []
+    served: list[str] = []
+    stopped: list[str] = []
+
+    @contextlib.contextmanager
+    def serve(setting: Setting) -> Iterator[str]:
+        if setting.max_num_seqs == 64:
+            raise ServerError("vLLM exited with status 1 while starting", "ValueError: too big")
+        served.append(setting.label)
+        try:
+            yield f"http://server/{setting.label}"
+        finally:
+            stopped.append(setting.label)
+
+    def measure(url: str, setting: Setting, concurrency: int) -> Measurement:
+        assert url.endswith(setting.label)
+        if concurrency == 8 and setting.max_num_seqs == 4:
+            raise RuntimeError("12 of 20 requests failed")
+        return measurement(float(setting.max_num_seqs * concurrency))
+
+    trials = tune.sweep(tune.grid([4, 16, 64], []), [2, 8], serve, measure,
+                        lambda event, s, c, detail: events.append((event, s.label, c)))
+    assert served == stopped == ["seqs4", "seqs16"]
+    assert [(t.setting.label, t.concurrency, t.ok) for t in trials] == [
+        ("seqs4", 2, True), ("seqs4", 8, False), ("seqs16", 2, True), ("seqs16", 8, True),
+        ("seqs64", None, False)]
+    assert "12 of 20 requests failed" in (trials[1].error or "")
+    assert "ValueError: too big" in (trials[4].error or "")
+    assert ("failed", "seqs64", None) in events and ("ready", "seqs16", None) in events
+    assert tune.pick(trials) is trials[3]
+    with pytest.raises(tune.TuneError, match="concurrency"):
+        tune.sweep([Setting(4)], [], serve, measure)
+
+
+def test_outputs_a_profile_file_that_loads_and_the_inventory_overrides(tmp_path: Path) -> None:
+    overrides = {"vllm": {"max-model-len": 256}}
+    winner = Trial(Setting(8, 1024), 4, measurement(321.5))
+    trials = [Trial(Setting(4, 1024), 4, measurement(100.0)), winner,
+              Trial(Setting(16, 1024), None, error="died\nmore")]
+    tuned = tune.tuned_profile(None, "tiny-deepseek-v3", overrides, winner)
+    paths = tune.write_outputs(tmp_path, name="tiny-deepseek-v3", trials=trials, winner=winner,
+                               objective="output_throughput", slo="tiny-cpu", tuned=tuned)
+    profiles = load_profiles([paths["profile"]])
+    assert list(profiles) == ["tiny-deepseek-v3-tuned"]
+    # The file works the way an operator uses it: as an extra profiles file.
+    tuned_profile = resolve("tiny-deepseek-v3-tuned", None,
+                            [Path("serving-profiles.yml"), paths["profile"]])
+    base = resolve("tiny-deepseek-v3")
+    assert tuned_profile.vllm == {**base.vllm, "max-model-len": 256, "max-num-seqs": 8,
+                                  "max-num-batched-tokens": 1024}
+    assert tuned_profile.model == base.model and tuned_profile.env == base.env
+    assert yaml.safe_load(paths["overrides"].read_text()) == {
+        "vllm_service_overrides": {"vllm": {"max-num-seqs": 8, "max-num-batched-tokens": 1024}}}
+    report = json.loads(paths["json"].read_text())
+    assert report["winner"]["label"] == "seqs8-bt1024" and len(report["trials"]) == 3
+    assert report["trials"][2]["error"] == "died\nmore"
+    md = paths["markdown"].read_text()
+    assert "seqs8-bt1024 **(winner)**" in md and "| 321.5 |" in md and "| died |" in md
+
+
+def test_no_winner_writes_no_profile(tmp_path: Path) -> None:
+    trials = [Trial(Setting(4), 1, measurement(10.0, ok=False))]
+    paths = tune.write_outputs(tmp_path, name="p", trials=trials, winner=None,
+                               objective="output_throughput", slo="interactive", tuned=None)
+    assert set(paths) == {"json", "markdown"}
+    assert "No setting met the SLO" in paths["markdown"].read_text()
+    assert "p99_ttft_ms 900 > 500" in paths["markdown"].read_text()
