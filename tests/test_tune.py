@@ -4,8 +4,12 @@ from __future__ import annotations
 
 import contextlib
 import json
+import socket
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 import yaml
@@ -14,6 +18,19 @@ from ascend_serve import tune
 from ascend_serve.profiles import load_profiles, resolve
 from ascend_serve.server import ServerError
 from ascend_serve.tune import Measurement, Setting, Trial
+
+if TYPE_CHECKING:
+    from tests.vllm_server import VLLM_VENV, VllmPool, build_tiny_model
+else:  # pytest imports the helper as a top-level module (tests/ is on its path)
+    from vllm_server import VLLM_VENV, VllmPool, build_tiny_model
+
+CLI = str(Path(sys.executable).parent / "ascend-serve")
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
 
 
 def measurement(out_tps: float, ok: bool = True, req_tps: float = 1.0) -> Measurement:
@@ -118,3 +135,43 @@ def test_no_winner_writes_no_profile(tmp_path: Path) -> None:
     assert set(paths) == {"json", "markdown"}
     assert "No setting met the SLO" in paths["markdown"].read_text()
     assert "p99_ttft_ms 900 > 500" in paths["markdown"].read_text()
+
+
+@pytest.mark.vllm
+def test_tune_for_real_on_the_tiny_cpu_profile(tmp_path_factory: pytest.TempPathFactory,
+                                               vllm_pool: VllmPool) -> None:
+    vllm_pool.use()  # one vLLM at a time on this machine: tune starts its own, one by one
+    model = build_tiny_model("deepseek_v3", tmp_path_factory.mktemp("models") / "tiny-v3")
+    out = tmp_path_factory.mktemp("tune")
+    port = _free_port()
+    done = subprocess.run(
+        [CLI, "tune", "tiny-deepseek-v3", "--model-dir", str(model), "--venv", str(VLLM_VENV),
+         "--host", "127.0.0.1", "--port", str(port), "--max-num-seqs", "2,8",
+         "--concurrency", "4", "--num-prompts", "8", "--input-len", "24", "--output-len", "8",
+         "--set", "vllm.max-model-len=256", "--out", str(out)],
+        capture_output=True, text=True, timeout=900, check=False)
+    assert done.returncode == 0, done.stdout + done.stderr
+    report = json.loads((out / "tune.json").read_text())
+    trials = report["trials"]
+    assert [(t["label"], t["concurrency"], t["error"]) for t in trials] == [
+        ("seqs2", 4, None), ("seqs8", 4, None)]
+    for trial in trials:
+        saved = json.loads(Path(trial["result_file"]).read_text())
+        assert saved["completed"] == 8 and saved["failed"] == 0
+        assert saved["total_output_tokens"] == 8 * 8  # ignore_eos: exactly the asked length
+        assert saved["max_concurrency"] == 4 and saved["slo"]["verdict"] == "PASS"
+        assert trial["metrics"]["output_throughput"] == saved["output_throughput"]
+    best = max(trials, key=lambda t: t["metrics"]["output_throughput"])
+    assert report["winner"]["label"] == best["label"]
+    # Each setting's server ran with its own flags and is gone.
+    for label, seqs in (("seqs2", "2"), ("seqs8", "8")):
+        launch = (out / "servers" / label / "launch.sh").read_text()
+        assert f"--max-num-seqs {seqs} " in launch
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", port))  # free again: no server left behind
+    tuned = resolve("tiny-deepseek-v3-tuned", None,
+                    [Path("serving-profiles.yml"), out / "tiny-deepseek-v3-tuned.yml"])
+    assert tuned.vllm["max-num-seqs"] == int(best["label"].removeprefix("seqs"))
+    assert tuned.vllm["max-model-len"] == 256  # the operator's --set is kept
+    assert (tuned.host, tuned.port) == (resolve("tiny-deepseek-v3").host, 8000)  # not the run's
+    assert "winner:" in done.stdout

@@ -20,6 +20,8 @@ from .profiles import Profile, ProfileError
 
 TEMPLATES_DIR = Path(__file__).resolve().parents[2] / "templates"
 LAUNCHER_TEMPLATE = "vllm-launch.sh.j2"
+# Where the model_store role stages models (<dir>/<profile model name>).
+DEFAULT_MODELS_DIR = Path("/var/lib/ascend-serve/models")
 
 
 def node_layout(profile: Profile, rank: int = 0, head_address: str | None = None) -> dict[str, Any]:

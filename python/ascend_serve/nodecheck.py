@@ -46,6 +46,19 @@ def read_env_fact(path: Path = PYTHON_ENV_FACT) -> dict[str, Any] | None:
     return data if isinstance(data, dict) else None
 
 
+def serving_env(venv: Path | None, fact: dict[str, Any] | None) -> Path | None:
+    """The serving environment: ``venv`` if given, else the python_env role's (its fact)."""
+    if venv is not None:
+        return venv.absolute()
+    if fact and fact.get("python"):
+        return Path(fact["python"]).parent.parent
+    return None
+
+
+NO_SERVING_ENV = ("no serving environment: pass --venv (the python_env role records one in "
+                  "/etc/ansible/facts.d/ascend_python_env.fact)")
+
+
 def check_npus(profile: Profile, npu_smi: str | None) -> Finding:
     """Enough chips for the profile's layout, and every chip healthy."""
     tool = locate(npu_smi)

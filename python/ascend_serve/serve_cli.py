@@ -28,6 +28,7 @@ from .fit import FitError
 from .matrix import MatrixError, load_matrix, resolve
 from .nodecheck import (
     ASCEND_SET_ENV,
+    NO_SERVING_ENV,
     Finding,
     check_fit,
     check_model,
@@ -36,6 +37,7 @@ from .nodecheck import (
     check_versions,
     fit_report,
     read_env_fact,
+    serving_env,
 )
 from .profiles import (
     Profile,
@@ -46,8 +48,6 @@ from .profiles import (
 )
 from .profiles import resolve as resolve_profile
 from .server import ServerError, ServerProcess, last_line, log_tail
-
-DEFAULT_MODELS_DIR = Path("/var/lib/ascend-serve/models")
 
 profiles_app = typer.Typer(help="Named serving profiles (serving-profiles.yml).",
                            no_args_is_help=True)
@@ -198,12 +198,10 @@ def serve(
     if profile.nodes > 1 and not head_address:
         raise fail(f"profile {name} spans {profile.nodes} nodes: --head-address is required")
     fact = read_env_fact()
-    env_dir = venv or (Path(fact["python"]).parent.parent if fact and fact.get("python") else None)
+    env_dir = serving_env(venv, fact)
     if env_dir is None:
-        raise fail("no serving environment: pass --venv (the python_env role records one in "
-                   "/etc/ansible/facts.d/ascend_python_env.fact)")
-    env_dir = env_dir.absolute()
-    model = (model_dir or DEFAULT_MODELS_DIR / profile.model.name).absolute()
+        raise fail(NO_SERVING_ENV)
+    model = (model_dir or launcher.DEFAULT_MODELS_DIR / profile.model.name).absolute()
     state = (run_dir or _state_dir(profile.name)).absolute()
     scripts = list(set_env) if set_env is not None else (
         list(ASCEND_SET_ENV) if profile.device == "npu" else [])
