@@ -3,7 +3,7 @@
 # podman container, site.yml against it with inventories/local (preflight, OS packages, NPU driver
 # and firmware, CANN, host tuning, swap, the Python environment with the CPU version set, a tiny
 # DeepSeek-V3 model), then the node's preflight report and npu-smi.
-#   scripts/local-deploy.sh [--fresh] [ansible-playbook options, e.g. --tags preflight --check]
+#   scripts/local-deploy.sh [--fresh] [ascend-serve deploy options, e.g. --tags preflight --check]
 # --fresh replaces the simulated node with a new, clean one; otherwise it is kept between runs,
 # so a second run shows that nothing changes.
 set -euo pipefail
@@ -58,7 +58,7 @@ elif [ "$state" != running ]; then
   podman start "$NODE" >/dev/null
 fi
 
-ansible-playbook site.yml -i inventories/local/hosts.yml "$@"
+ascend-serve deploy site.yml -i inventories/local/hosts.yml "$@"
 
 echo "[local-deploy] preflight report of $NODE:"
 podman exec "$NODE" cat /var/lib/ascend-serve/preflight.json | ascend-serve preflight report -

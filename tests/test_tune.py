@@ -175,3 +175,14 @@ def test_tune_for_real_on_the_tiny_cpu_profile(tmp_path_factory: pytest.TempPath
     assert tuned.vllm["max-model-len"] == 256  # the operator's --set is kept
     assert (tuned.host, tuned.port) == (resolve("tiny-deepseek-v3").host, 8000)  # not the run's
     assert "winner:" in done.stdout
+
+
+def test_npu_set_env_comes_from_the_cann_fact(tmp_path: Path) -> None:
+    from ascend_serve.nodecheck import ASCEND_SET_ENV, ascend_set_env
+
+    fact = tmp_path / "ascend_cann.fact"
+    assert ascend_set_env(fact) == list(ASCEND_SET_ENV)  # no fact: the classic paths
+    fact.write_text(json.dumps({"set_env": ["/usr/local/Ascend/cann-8.5.0/set_env.sh"]}))
+    assert ascend_set_env(fact) == ["/usr/local/Ascend/cann-8.5.0/set_env.sh"]
+    fact.write_text(json.dumps({"set_env": []}))
+    assert ascend_set_env(fact) == list(ASCEND_SET_ENV)

@@ -97,3 +97,19 @@ def test_single_node_profile_serves_on_every_host(tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stdout[-3000:]
     placed = sorted(re.findall(r"PLACEMENT (\S+) rank=(\d) head=(\S+)", proc.stdout))
     assert placed == [("node-a", "0", "node-a"), ("node-b", "0", "node-b")]
+
+
+def test_npu_profiles_source_what_the_cann_fact_lists(tmp_path: Path) -> None:
+    # From CANN 8.5 the toolkit's set_env.sh is under cann-<version>/: the cann role's fact says
+    # where; a host without that fact falls back to the classic paths.
+    cann85 = ["/usr/local/Ascend/cann-8.5.0/set_env.sh", "/usr/local/Ascend/nnal/atb/set_env.sh"]
+    proc = _place(tmp_path, {
+        "node-a": {"hccl_if_ip": "192.0.2.11",
+                   "ansible_local": {"ascend_cann": {"set_env": cann85}}},
+        "node-b": {"hccl_if_ip": "192.0.2.12"}}, "deepseek-r1-w8a8-2xa2")
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
+    found = dict(re.findall(r"PLACEMENT (\S+) .*?set_env=(\S*)", proc.stdout))
+    assert found == {
+        "node-a": ",".join(cann85),
+        "node-b": ("/usr/local/Ascend/ascend-toolkit/set_env.sh,"
+                   "/usr/local/Ascend/nnal/atb/set_env.sh")}

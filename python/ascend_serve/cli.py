@@ -12,13 +12,17 @@ from pydantic import ValidationError
 from rich.table import Table
 
 from . import __version__
+from .bench_cli import bench
 from .console import EXIT_BAD_INPUT, EXIT_CHECK_FAILED, EXIT_OK, console, err_console
+from .deploy_cli import deploy
+from .doctor_cli import doctor
 from .matrix import COMPONENTS, MatrixError, load_matrix, resolve
 from .model_cli import model_app
 from .npu_cli import npu_app
 from .preflight import PreflightReport, load_report
 from .ranktable_cli import ranktable_app
 from .serve_cli import profiles_app, serve
+from .tune_cli import tune
 from .validate_cli import validate
 
 app = typer.Typer(
@@ -36,6 +40,10 @@ app.add_typer(profiles_app, name="profiles")
 app.add_typer(npu_app, name="npu")
 app.command("serve")(serve)
 app.command("validate")(validate)
+app.command("bench")(bench)
+app.command("tune")(tune)
+app.command("deploy")(deploy)
+app.command("doctor")(doctor)
 
 
 

@@ -38,12 +38,25 @@ class Finding:
 
 
 def read_env_fact(path: Path = PYTHON_ENV_FACT) -> dict[str, Any] | None:
-    """The python_env role's local fact, or None where the role has not run."""
+    """A role's local fact (default: python_env's), or None where the role has not run."""
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
     return data if isinstance(data, dict) else None
+
+
+CANN_FACT = Path("/etc/ansible/facts.d/ascend_cann.fact")
+
+
+def ascend_set_env(fact_path: Path = CANN_FACT) -> list[str]:
+    """What an NPU server must source: the cann role's fact lists it (from CANN 8.5 the
+    toolkit's set_env.sh is under ``cann-<version>/``); else the classic paths."""
+    fact = read_env_fact(fact_path)
+    scripts = fact.get("set_env") if fact else None
+    if isinstance(scripts, list) and all(isinstance(s, str) for s in scripts) and scripts:
+        return list(scripts)
+    return list(ASCEND_SET_ENV)
 
 
 def serving_env(venv: Path | None, fact: dict[str, Any] | None) -> Path | None:

@@ -27,9 +27,9 @@ from .console import (
 from .fit import FitError
 from .matrix import MatrixError, load_matrix, resolve
 from .nodecheck import (
-    ASCEND_SET_ENV,
     NO_SERVING_ENV,
     Finding,
+    ascend_set_env,
     check_fit,
     check_model,
     check_npus,
@@ -204,7 +204,7 @@ def serve(
     model = (model_dir or launcher.DEFAULT_MODELS_DIR / profile.model.name).absolute()
     state = (run_dir or _state_dir(profile.name)).absolute()
     scripts = list(set_env) if set_env is not None else (
-        list(ASCEND_SET_ENV) if profile.device == "npu" else [])
+        ascend_set_env() if profile.device == "npu" else [])
     api_key: str | None = None
     if api_key_file is not None:
         try:

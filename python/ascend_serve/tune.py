@@ -27,7 +27,7 @@ from typing import Any
 import yaml
 
 from . import launcher
-from .nodecheck import ASCEND_SET_ENV
+from .nodecheck import ascend_set_env
 from .profiles import Profile, ProfileError, load_raw, merge
 from .profiles import resolve as resolve_profile
 from .server import ServerError, ServerProcess
@@ -201,7 +201,7 @@ class ProfileServer:
         ctx = launcher.context(
             profile, model_path=str(self.model_dir), vllm=str(self.env_dir / "bin" / "vllm"),
             state_dir=str(state), rendered_by="ascend-serve tune",
-            set_env=list(ASCEND_SET_ENV) if profile.device == "npu" else [],
+            set_env=ascend_set_env() if profile.device == "npu" else [],
         )
         server = ServerProcess.in_run_dir(launcher.render(ctx), state, self.api_key)
         url = launcher.health_url(profile)
