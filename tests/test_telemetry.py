@@ -6,22 +6,22 @@ import itertools
 import stat
 import threading
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
 from ascend_serve import npusmi, telemetry
 from ascend_serve.telemetry import Sample, TelemetrySampler, energy_joules, summarise
 
+if TYPE_CHECKING:
+    from tests.test_npusmi import REFERENCE_A2_SAMPLE
+else:  # pytest imports test modules as top-level modules (tests/ is on its path)
+    from test_npusmi import REFERENCE_A2_SAMPLE
+
 DATA = Path(__file__).parent / "data" / "npu-smi"
 
-HEADER = """\
-+------------------------------------------------------------------------------------------------+
-| npu-smi 24.1.rc2                 Version: 24.1.rc2                                             |
-+---------------------------+---------------+----------------------------------------------------+
-| NPU   Name                | Health        | Power(W)    Temp(C)           Hugepages-Usage(page)|
-| Chip                      | Bus-Id        | AICore(%)   Memory-Usage(MB)  HBM-Usage(MB)        |
-+===========================+===============+====================================================+
-"""
+# The header rows of the reference's A2 sample table.
+HEADER = "".join(REFERENCE_A2_SAMPLE.splitlines(keepends=True)[:6])
 
 
 def a2_table(chips: list[tuple[float, int, int, int]]) -> str:

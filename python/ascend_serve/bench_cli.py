@@ -36,26 +36,31 @@ from .slo import PRESETS, SloError, resolve
 from .validate import DEFAULT_API_KEY_ENV, url_error
 
 
-def parse_concurrency(text: str | None) -> list[int | None]:
-    """``"1,2,4"`` → ``[1, 2, 4]``; None → ``[None]`` (no cap). Raises ``ValueError``."""
-    if text is None:
-        return [None]
-    values: list[int | None] = []
-    for part in text.split(","):
-        part = part.strip()
+def positive_ints(text: str, option: str) -> list[int]:
+    """``"1,2,4"`` → ``[1, 2, 4]`` (duplicates dropped, order kept) for ``option``; raises
+    ``ValueError`` naming the option. Also used by ``tune`` for its sweep lists."""
+    values: list[int] = []
+    for part in (p.strip() for p in text.split(",")):
         if not part:
             continue
         try:
             value = int(part)
         except ValueError as exc:
-            raise ValueError(f"--concurrency {part!r} is not a whole number") from exc
+            raise ValueError(f"{option} {part!r} is not a whole number") from exc
         if value < 1:
-            raise ValueError(f"--concurrency must be at least 1, not {value}")
+            raise ValueError(f"{option} must be at least 1, not {value}")
         if value not in values:
             values.append(value)
     if not values:
-        raise ValueError("--concurrency needs at least one number (e.g. 8 or 1,2,4,8)")
+        raise ValueError(f"{option} needs at least one number (e.g. 8 or 1,2,4,8)")
     return values
+
+
+def parse_concurrency(text: str | None) -> list[int | None]:
+    """``"1,2,4"`` → ``[1, 2, 4]``; None → ``[None]`` (no cap). Raises ``ValueError``."""
+    if text is None:
+        return [None]
+    return list(positive_ints(text, "--concurrency"))
 
 
 _TABLE_ROWS = (

@@ -14,6 +14,7 @@ from rich.table import Table
 
 from . import slo as slos
 from .bench import BenchConfig, BenchConfigError, BenchError, run_benchmark
+from .bench_cli import positive_ints
 from .bench_report import write_json
 from .console import EXIT_CHECK_FAILED, EXIT_FAILED, EXIT_OK, console, err_console, fail
 from .launcher import DEFAULT_MODELS_DIR
@@ -38,15 +39,10 @@ DEFAULT_SLO = {"cpu": "tiny-cpu", "npu": "interactive"}
 
 
 def _ints(text: str, option: str) -> list[int]:
-    values: list[int] = []
-    for part in (p.strip() for p in text.split(",")):
-        if not part:
-            continue
-        try:
-            values.append(int(part))
-        except ValueError as exc:
-            raise fail(f"{option} {part!r} is not a whole number") from exc
-    return values
+    try:
+        return positive_ints(text, option)
+    except ValueError as exc:
+        raise fail(str(exc)) from exc
 
 
 def _table(trials: list[Trial], winner: Trial | None, objective: str) -> Table:
@@ -143,10 +139,9 @@ def tune(
         settings = grid(
             _ints(max_num_seqs, "--max-num-seqs") if max_num_seqs is not None
             else sorted({max(1, seqs_default // 2), seqs_default, seqs_default * 2}),
-            _ints(max_num_batched_tokens, "--max-num-batched-tokens"))
+            _ints(max_num_batched_tokens, "--max-num-batched-tokens")
+            if max_num_batched_tokens.strip() else [])
         concurrencies = _ints(concurrency, "--concurrency")
-        if not concurrencies or min(concurrencies) < 1:
-            raise TuneError("--concurrency needs positive whole numbers, e.g. 1,4,8")
         pick([], objective)  # checks the objective's name
         target = slos.resolve(slo or [DEFAULT_SLO[profile.device]])
     except (TuneError, slos.SloError) as exc:
