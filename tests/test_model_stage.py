@@ -147,6 +147,52 @@ def test_not_enough_disk_is_refused_with_numbers_before_any_change(
     assert not dest.exists()
 
 
+@pytest.fixture
+def small_disk(tmp_path: Path) -> Iterator[Path]:
+    """A tmpfs with room for bytes but only 6 inodes: it fills up half-way through staging."""
+    if os.geteuid() != 0:
+        pytest.fail("mounting a small tmpfs needs root (the test machines run as root)")
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=4m,nr_inodes=6", "tmpfs", str(disk)],
+                   check=True)
+    try:
+        yield disk
+    finally:
+        subprocess.run(["umount", str(disk)], check=True)
+
+
+def test_a_disk_that_fills_up_while_staging_fails_clearly_and_a_rerun_resumes(
+    tmp_path: Path, source: tuple[Path, dict[str, Any]], small_disk: Path
+) -> None:
+    src, manifest = source
+    dest = small_disk / "models" / "tiny"
+    common: dict[str, Any] = {
+        "manifest": manifest, "dest": str(dest), "source_kind": "path", "source": str(src),
+        "staging_dir": str(small_disk / "models" / ".tiny.staging")}
+    full = run_module(tmp_path, **common)
+    assert full["failed"] and full["complete"] is False
+    assert full["msg"].startswith(f"disk full while staging model tiny in {dest}"), full["msg"]
+    assert "No space left on device" in full["msg"] and "run again" in full["msg"]
+    # What is in the model directory is whole and verified; it is not marked complete.
+    present = {e["path"] for e in manifest["files"] if (dest / e["path"]).exists()}
+    for entry in manifest["files"]:
+        if entry["path"] in present:
+            data = (dest / entry["path"]).read_bytes()
+            assert hashlib.sha256(data).hexdigest() == entry["sha256"]
+    assert len(present) < len(manifest["files"])
+    assert not list(small_disk.rglob("*.partial"))
+    assert not (dest / "ascend-serve-manifest.json").exists()
+    # Room again (the operator freed space): the re-run stages the rest and completes.
+    subprocess.run(["mount", "-o", "remount,nr_inodes=100", str(small_disk)], check=True)
+    again = run_module(tmp_path, **common)
+    assert again.get("failed") is not True and again["complete"], again
+    # Only what was missing is fetched; the whole files staged before the disk filled are kept.
+    assert sorted(again["fetched"]) == sorted({f["path"] for f in manifest["files"]} - present)
+    written = json.loads((dest / "ascend-serve-manifest.json").read_text())
+    assert written["files"] == manifest["files"]
+
+
 def test_check_mode_and_plan_only_change_nothing(
     tmp_path: Path, source: tuple[Path, dict[str, Any]]
 ) -> None:

@@ -126,6 +126,7 @@ complete:
   type: bool
 """
 
+import errno
 import grp
 import hashlib
 import json
@@ -479,6 +480,13 @@ def main():
         module.fail_json(msg=f"model {label} in {dest}: {exc}", **result)
     except OSError as exc:
         result.update(changed=True, complete=False)
+        if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+            module.fail_json(
+                msg=f"disk full while staging model {label} in {dest} ({exc.strerror}: "
+                f"{exc.filename}); {len(result['fetched'])} of {len(todo)} files were staged and "
+                "verified and are kept, no partial file is in the model directory and the model "
+                "is marked incomplete. Free space on that disk and run again: it resumes.",
+                **result)
         module.fail_json(msg=f"model {label} in {dest}: {exc}", **result)
     result.update(changed=True, complete=True)
     module.exit_json(**result)
