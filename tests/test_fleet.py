@@ -49,6 +49,15 @@ def test_problems_of_one_host() -> None:
         "driver installed for set vllm-ascend-0.13.0, CANN for vllm-ascend-0.11.0",
         "model(s) not completely staged: tiny-deepseek-v3",
         "profile tiny-deepseek-v3 is configured but unit ascend-vllm is failed/failed"]
+    drained = host_state("n3", {**LOCAL, "ascend_rollout": {
+        "phase": "upgrading", "from_set": "vllm-ascend-0.11.0", "to_set": "vllm-ascend-0.13.0"}},
+        ACTIVE)
+    assert (drained.rollout_phase, drained.rollout_set) == ("upgrading", "vllm-ascend-0.13.0")
+    assert drained.problems == ["left upgrading by an unfinished upgrade to vllm-ascend-0.13.0 "
+                                "(out of the load balancer): re-run playbooks/upgrade.yml"]
+    done = host_state("n4", {**LOCAL, "ascend_rollout": {"phase": "done",
+                                                         "set": "vllm-ascend-0.13.0"}}, ACTIVE)
+    assert done.problems == [] and done.rollout_phase == "done"
     bare = host_state("n2", {}, {"rc": 0, "stdout": "LoadState=not-found\n"})
     assert bare.unit_state == "not-found" and bare.profile is None
     assert bare.problems == ["no ascend-serve facts: site.yml has not run on this host"]

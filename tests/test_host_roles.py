@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
-ROLES = {name: ROOT / "roles" / name for name in ("swap", "host_tuning")}
+ROLES = {name: ROOT / "roles" / name for name in ("swap", "host_tuning", "rollout")}
 SPEC_TYPES: dict[str, type | tuple[type, ...]] = {
     "list": list, "bool": bool, "int": int, "str": str, "dict": dict, "path": str,
 }
@@ -25,8 +25,10 @@ def _load(path: Path) -> Any:
 
 
 def _options(role: str) -> dict[str, dict[str, Any]]:
-    options: dict[str, dict[str, Any]] = _load(ROLES[role] / "meta/argument_specs.yml")[
-        "argument_specs"]["main"]["options"]
+    """The options of every entry point (main, or tasks_from ones such as rollout's drain)."""
+    options: dict[str, dict[str, Any]] = {}
+    for entry in _load(ROLES[role] / "meta/argument_specs.yml")["argument_specs"].values():
+        options.update(entry["options"])
     return options
 
 

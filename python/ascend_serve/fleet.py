@@ -6,7 +6,8 @@ and versions the driver, CANN and python_env roles installed, whether a reboot i
 serving profile) and the ``systemctl show`` of the vLLM unit. :func:`host_state` turns them into
 a :class:`HostState`; :func:`fleet_problems` adds what only the whole fleet shows (hosts on
 different version sets). Problems make ``fleet status`` exit 1: a host unreachable or not read,
-a configured vLLM unit that is not active, a model marked incomplete, a fleet of mixed sets.
+a configured vLLM unit that is not active, a model marked incomplete, a host an unfinished
+``playbooks/upgrade.yml`` left drained (the rollout role's phase), a fleet of mixed sets.
 A pending reboot is reported, not a problem (the driver's policy may leave it to the operator).
 """
 
@@ -42,6 +43,8 @@ class HostState:
     unit_state: str | None = None  # ActiveState/SubState, e.g. active/running
     restarts: int | None = None
     models_incomplete: list[str] = field(default_factory=list)
+    rollout_phase: str | None = None  # upgrade.yml: draining, upgrading, done
+    rollout_set: str | None = None
     problems: list[str] = field(default_factory=list)
 
     @property
@@ -66,6 +69,7 @@ def host_state(host: str, local: dict[str, Any], unit: dict[str, Any] | None) ->
     driver, cann, env = (_fact(local, n) for n in
                          ("ascend_npu_driver", "ascend_cann", "ascend_python_env"))
     service, models = _fact(local, "ascend_vllm_service"), _fact(local, "ascend_model_store")
+    rollout = _fact(local, "ascend_rollout")
     state = HostState(
         host=host,
         stack_set=driver.get("stack_set") or cann.get("stack_set"),
@@ -77,12 +81,18 @@ def host_state(host: str, local: dict[str, Any], unit: dict[str, Any] | None) ->
         unit=service.get("unit"),
         models_incomplete=sorted(name for name, m in models.items()
                                  if isinstance(m, dict) and not m.get("complete", False)),
+        rollout_phase=rollout.get("phase"),
+        rollout_set=rollout.get("set") or rollout.get("to_set"),
     )
     if not local:
         state.problems.append("no ascend-serve facts: site.yml has not run on this host")
     if cann and driver and cann.get("stack_set") != driver.get("stack_set"):
         state.problems.append(f"driver installed for set {driver.get('stack_set')}, CANN for "
                               f"{cann.get('stack_set')}")
+    if state.rollout_phase in ("draining", "upgrading"):
+        state.problems.append(f"left {state.rollout_phase} by an unfinished upgrade to "
+                              f"{state.rollout_set} (out of the load balancer): re-run "
+                              "playbooks/upgrade.yml")
     if state.models_incomplete:
         state.problems.append("model(s) not completely staged: "
                               + ", ".join(state.models_incomplete))

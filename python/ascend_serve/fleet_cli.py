@@ -59,7 +59,7 @@ def status(
     else:
         table = Table(title=f"fleet status ({len(states)} host(s))")
         for col in ("host", "set", "driver", "firmware", "CANN", "env set", "reboot pending",
-                    "profile", "unit", "problems"):
+                    "profile", "unit", "rollout", "problems"):
             table.add_column(col, overflow="fold")
         for s in states:
             reboot = {None: "-", True: "[yellow]yes[/yellow]", False: "no"}[s.reboot_pending]
@@ -69,6 +69,7 @@ def status(
             table.add_row(escape(s.host), _dash(s.stack_set), _dash(s.driver),
                           _dash(s.firmware), _dash(s.cann), _dash(s.env_set), reboot,
                           _dash(f"{s.profile} ({s.role})" if s.profile else None), unit,
+                          _dash(f"{s.rollout_phase} {s.rollout_set}" if s.rollout_phase else None),
                           "[red]" + escape("; ".join(s.problems)) + "[/red]"
                           if s.problems else "")
         console.print(table)
