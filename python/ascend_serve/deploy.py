@@ -805,9 +805,11 @@ def run(
     tracker: Tracker | None = None,
     on_notice: Callable[[Notice], None] | None = None,
     cancel: Callable[[], int] | None = None,
+    on_event: Callable[[dict[str, Any]], None] | None = None,
 ) -> DeployResult:
     """Run the playbook; the run directory receives the runner's artifacts and summary.json.
 
+    ``on_event`` receives every runner event (censored like job_events/) as it arrives.
     ``cancel`` is polled about once a second: 1 (or True) asks ansible-playbook to stop the way
     Ctrl-C at a terminal does (SIGINT: it stops its workers and their modules, exit 99); 2 or
     more, or :data:`CANCEL_GRACE_S` later, kills it and its workers (ansible-runner's cancel).
@@ -822,7 +824,7 @@ def run(
     ansible_pid: int | None = None
     requested_at: float | None = None
 
-    def on_event(event: dict[str, Any]) -> bool:
+    def handle_event(event: dict[str, Any]) -> bool:
         nonlocal ansible_pid
         if ansible_pid is None and isinstance(event.get("pid"), int):
             ansible_pid = event["pid"]  # the callback runs in ansible-playbook's main process
@@ -830,6 +832,8 @@ def run(
         for notice in tracker.handle(event):
             if on_notice is not None:
                 on_notice(notice)
+        if on_event is not None:
+            on_event(event)
         return True  # keep it in job_events/
 
     def cancel_callback() -> bool:
@@ -875,7 +879,7 @@ def run(
                 suppress_env_files=True,  # nothing of the operator's in env/
                 fact_cache_type="memory",  # Ansible's default: facts are not written to disk
                 settings={"pexpect_timeout": 1},  # how often a cancel request is looked at
-                event_handler=on_event,
+                event_handler=handle_event,
                 cancel_callback=cancel_callback,
             )
             status, rc = str(runner.status), int(runner.rc if runner.rc is not None else -1)

@@ -1,7 +1,7 @@
 """``ascend-serve fleet status``: what every host of an inventory has, from the roles' own records.
 
-``playbooks/fleet_status.yml`` (read-only) is run through :mod:`ascend_serve.deploy` and its
-events are read back from the run directory: per host the roles' local facts (the version set
+``playbooks/fleet_status.yml`` (read-only) is run through :mod:`ascend_serve.deploy`, whose
+runner events give per host the roles' local facts (the version set
 and versions the driver, CANN and python_env roles installed, whether a reboot is pending, the
 serving profile) and the ``systemctl show`` of the vLLM unit. :func:`host_state` turns them into
 a :class:`HostState`; :func:`fleet_problems` adds what only the whole fleet shows (hosts on
@@ -13,7 +13,6 @@ A pending reboot is reported, not a problem (the driver's policy may leave it to
 
 from __future__ import annotations
 
-import json
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -127,16 +126,6 @@ def fleet_problems(states: list[HostState]) -> list[str]:
     return out
 
 
-def _events(run_dir: Path) -> list[dict[str, Any]]:
-    events = []
-    for path in (run_dir / "job_events").glob("*.json"):
-        try:
-            events.append(json.loads(path.read_text(encoding="utf-8")))
-        except (OSError, ValueError):
-            continue
-    return sorted(events, key=lambda e: int(e.get("counter", 0)))
-
-
 def states_from_events(events: list[dict[str, Any]]) -> list[HostState]:
     """Per host: the facts task's ansible_local and the unit task's result, or why not."""
     local: dict[str, dict[str, Any]] = {}
@@ -170,5 +159,6 @@ def states_from_events(events: list[dict[str, Any]]) -> list[HostState]:
 
 def collect(request: DeployRequest, run_dir: Path) -> tuple[DeployResult, list[HostState]]:
     """Run the read-only status playbook and read each host's state from its events."""
-    result = run(request, run_dir)
-    return result, states_from_events(_events(run_dir))
+    events: list[dict[str, Any]] = []
+    result = run(request, run_dir, on_event=events.append)
+    return result, states_from_events(events)
