@@ -3,9 +3,10 @@
 
 For each host count N and each Ansible configuration this script
 
-1. starts N simulated Atlas 800 A2 nodes (``python -m ascend_sim node up``: the simulator's sysfs
-   and tools mounts, systemd) as podman containers of a derived image that runs ``sshd``, on
-   podman's default bridge; each node generates its own SSH host keys at boot;
+1. starts N simulated Atlas 800 A2 nodes (``ascend_sim.sshfleet``, shared with the rollout fault
+   test: ``python -m ascend_sim node up`` with the simulator's sysfs and tools mounts, systemd)
+   as podman containers of a derived image that runs ``sshd``, on podman's default bridge; each
+   node generates its own SSH host keys at boot;
 2. generates a client key pair for this run, installs it as root's authorized key on every node,
    and writes a known_hosts file from each node's own public host keys (read through the
    container runtime, out of band): host key checking stays ON (``StrictHostKeyChecking=yes``);
@@ -73,55 +74,39 @@ about 40 MB per node. Exit status 1 when a converge fails or a re-run changes an
 from __future__ import annotations
 
 import argparse
-import concurrent.futures
 import contextlib
 import json
 import os
 import re
 import resource
-import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import time
-from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
 
 import yaml
 
+# The simulator's node machinery (test infrastructure) lives in molecule/ascend_sim.
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "molecule"))
+from ascend_sim.sshfleet import (
+    SSH_IMAGE,
+    Fleet,
+    FleetError,
+    build_image,
+    fleet_of,
+    sim_env,
+    write_inventory,
+)
+
 ROOT = Path(__file__).resolve().parent.parent
-BASE_IMAGE = os.environ.get("ASCEND_SIM_IMAGE", "localhost/ascend-serve-node:bookworm")
-SSH_IMAGE = "localhost/ascend-serve-node-ssh:bookworm"
 NAME_PREFIX = "ascend-scale-"
 SIM_STATE_DIR = Path(os.environ.get("ASCEND_SIM_STATE", "/var/lib/ascend-sim"))
 LOCAL_VARS = ROOT / "inventories/local/group_vars/ascend_nodes/main.yml"
 CONFIGS = ("naive", "baseline", "tuned")
-
-# The derived image: sshd with per-container host keys (generated at boot: a shared image must not
-# share its host keys), PAM without loginuid (containers may not set it), and os_base's Debian
-# packages pre-installed (see the module docstring). The apt lists are emptied and dated in the
-# past, so that the first converge refreshes them as on a fresh host.
-CONTAINERFILE = """\
-FROM {base}
-ARG PACKAGES
-RUN echo "deb [trusted=yes] file:/srv/ascend-mirror/apt ./" \\
-      > /etc/apt/sources.list.d/build-mirror.list \\
- && apt-get update \\
- && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \\
-      openssh-server $PACKAGES \\
- && rm -f /etc/ssh/ssh_host_* /etc/apt/sources.list.d/build-mirror.list \\
- && sed -i 's/^session\\s\\+required\\s\\+pam_loginuid.so/session optional pam_loginuid.so/' \\
-      /etc/pam.d/sshd \\
- && mkdir -p /etc/systemd/system/ssh.service.d \\
- && printf '[Service]\\nExecStartPre=\\nExecStartPre=/usr/bin/ssh-keygen -A\\n\
-ExecStartPre=/usr/sbin/sshd -t\\n' > /etc/systemd/system/ssh.service.d/hostkeys.conf \\
- && systemctl enable ssh.service \\
- && apt-get clean && rm -rf /var/lib/apt/lists/* && mkdir -p /var/lib/apt/lists/partial \\
- && touch -d @0 /var/lib/apt/lists
-"""
 
 RECAP_RE = re.compile(
     r"^(?P<host>\S+)\s+:\s+ok=(?P<ok>\d+)\s+changed=(?P<changed>\d+)\s+"
@@ -148,14 +133,6 @@ def run(cmd: Sequence[str], *, input: str | None = None, env: dict[str, str] | N
 # Artifacts and image
 
 
-def sim_env() -> dict[str, str]:
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(
-        p for p in (str(ROOT / "molecule"), str(ROOT / "python"), env.get("PYTHONPATH")) if p
-    )
-    return env
-
-
 def prepare_artifacts(cache: Path) -> tuple[Path, Path, Path]:
     """Vendor-format installers with their pins, and the apt mirror with the kernel headers.
 
@@ -175,135 +152,18 @@ def prepare_artifacts(cache: Path) -> tuple[Path, Path, Path]:
     return installers, pins, mirror
 
 
-def image_exists(image: str) -> bool:
-    return subprocess.run(["podman", "image", "exists", image], check=False).returncode == 0
-
-
-def build_image(mirror: Path, rebuild: bool) -> None:
-    if image_exists(SSH_IMAGE) and not rebuild:
-        return
-    vars_debian = yaml.safe_load((ROOT / "roles/os_base/vars/Debian.yml").read_text())
-    packages = [*vars_debian["_os_base_packages"], f"linux-headers-{os.uname().release}"]
-    log(f"building {SSH_IMAGE} (sshd + {len(packages)} os_base packages), about 2 minutes")
-    with tempfile.TemporaryDirectory(prefix="ascend-scale-image-") as ctx:
-        (Path(ctx) / "Containerfile").write_text(CONTAINERFILE.format(base=BASE_IMAGE))
-        run(["podman", "build", "-t", SSH_IMAGE, "--build-arg", f"PACKAGES={' '.join(packages)}",
-             "-v", f"{mirror}:/srv/ascend-mirror:ro", ctx])
-
-
 # --------------------------------------------------------------------------------------------
 # Nodes
 
 
-@dataclass
-class Fleet:
-    """The nodes of one run, and everything to remove afterwards."""
-
-    workdir: Path
-    names: list[str] = field(default_factory=list)
-    addresses: dict[str, str] = field(default_factory=dict)
-    cgroups: dict[str, str] = field(default_factory=dict)
-
-    @property
-    def key(self) -> Path:
-        return self.workdir / "id_ed25519"
-
-    @property
-    def known_hosts(self) -> Path:
-        return self.workdir / "known_hosts"
-
-    @property
-    def control_dir(self) -> Path:
-        return self.workdir / "cp"
-
-
-def start_node(name: str, mirror: Path, pubkey: str) -> tuple[str, str, list[str], str]:
-    """Start one node; return its address and public host keys once sshd answers."""
-    run([sys.executable, "-m", "ascend_sim", "node", "up", name, "--model", "atlas800-a2",
-         "--image", SSH_IMAGE, "--mirror", str(mirror)], env=sim_env(), cwd=ROOT)
-    deadline = time.monotonic() + 300  # 32 systemd boots on 2 busy cores take a while
-    while True:
-        state = subprocess.run(["podman", "exec", name, "systemctl", "is-active", "ssh"],
-                               check=False, text=True, capture_output=True).stdout.strip()
-        if state == "active":
-            break
-        if time.monotonic() > deadline:
-            raise BenchError(f"{name}: sshd is not active after 300 s ({state or 'no answer'})")
-        time.sleep(0.5)
-    run(["podman", "exec", "-i", name, "sh", "-c",
-         "umask 077 && mkdir -p /root/.ssh && cat > /root/.ssh/authorized_keys"], input=pubkey)
-    keys = run(["podman", "exec", name, "sh", "-c", "cat /etc/ssh/ssh_host_*_key.pub"]).stdout
-    template = "{{range .NetworkSettings.Networks}}{{.IPAddress}} {{end}}"
-    address = run(["podman", "container", "inspect", "--format", template, name]).stdout.split()
-    if not address:
-        raise BenchError(f"{name}: no address on podman's network")
-    cgroup = run(["podman", "container", "inspect", "--format", "{{.State.CgroupPath}}",
-                  name]).stdout.strip()
-    return address[0], name, [line for line in keys.splitlines() if line.strip()], cgroup
-
-
-def check_inotify(count: int) -> None:
-    """Each node's systemd takes inotify instances; past the limit, nodes hang at boot."""
-    path = Path("/proc/sys/fs/inotify/max_user_instances")
-    need = 128 + 16 * count
-    if path.exists() and int(path.read_text()) < need:
-        raise BenchError(f"fs.inotify.max_user_instances is {path.read_text().strip()}; {count} "
-                         f"systemd nodes need about {need}: sysctl -w "
-                         f"fs.inotify.max_user_instances={max(need, 1024)}")
-
-
-def start_fleet(fleet: Fleet, count: int, mirror: Path) -> None:
-    check_inotify(count)
-    run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "ascend-scale", "-f",
-         str(fleet.key)])
-    pubkey = fleet.key.with_suffix(".pub").read_text()
-    names = [f"{NAME_PREFIX}{i:02d}" for i in range(count)]
-    fleet.names.extend(names)  # registered first: cleanup removes half-started ones too
-    known: list[str] = []
-    pool = concurrent.futures.ThreadPoolExecutor(max_workers=4)
-    try:
-        for address, name, keys, cgroup in pool.map(lambda n: start_node(n, mirror, pubkey),
-                                                    names):
-            fleet.addresses[name] = address
-            fleet.cgroups[name] = cgroup
-            # known_hosts: "address keytype base64", one line per host key of that node.
-            known += [f"{address} {' '.join(k.split()[:2])}" for k in keys]
-    finally:
-        # On an error or Ctrl-C: start no further node and let the running starts finish, so
-        # that the cleanup that follows finds every container that exists.
-        pool.shutdown(wait=True, cancel_futures=True)
-    fleet.known_hosts.write_text("\n".join(known) + "\n")
-    fleet.known_hosts.chmod(0o600)
-
-
-def write_inventory(fleet: Fleet, installers: Path, pins: Path) -> Path:
+def inventory_for(fleet: Fleet, installers: Path, pins: Path) -> Path:
     """An inventory like inventories/local: its group_vars, these hosts over SSH."""
-    inv = fleet.workdir / "inventory"
-    group_vars = inv / "group_vars" / "ascend_nodes"
-    group_vars.mkdir(parents=True)
     text = LOCAL_VARS.read_text()
     # The local inventory names the artifacts relative to itself (.artifacts/...); this one lives
     # elsewhere and uses this run's installers (their pins come with them).
     text = text.replace("{{ inventory_dir }}/../../.artifacts/local", str(installers))
     text = text.replace("{{ inventory_dir }}/../../.artifacts", str(ROOT / ".artifacts"))
-    (group_vars / "main.yml").write_text(text)
-    shutil.copy(pins, group_vars / "artifacts.yml")
-    ssh_args = (f"-o UserKnownHostsFile={fleet.known_hosts} -o StrictHostKeyChecking=yes "
-                "-o IdentitiesOnly=yes")
-    hosts = {
-        name: {
-            "ansible_host": fleet.addresses[name],
-            "ansible_connection": "ssh",
-            "ansible_user": "root",
-            "ansible_ssh_private_key_file": str(fleet.key),
-            "ansible_ssh_common_args": ssh_args,
-            "ansible_python_interpreter": "/usr/bin/python3",
-        }
-        for name in fleet.names
-    }
-    inventory = {"all": {"children": {"ascend_nodes": {"hosts": hosts}}}}
-    (inv / "hosts.yml").write_text("---\n" + yaml.safe_dump(inventory, sort_keys=True))
-    return inv / "hosts.yml"
+    return write_inventory(fleet, {"main.yml": text, "artifacts.yml": pins.read_text()})
 
 
 def nodes_cpu_seconds(fleet: Fleet) -> float:
@@ -319,59 +179,6 @@ def nodes_cpu_seconds(fleet: Fleet) -> float:
                 stat = dict(line.split() for line in v2.read_text().splitlines())
                 total += int(stat["usage_usec"]) / 1e6
     return total
-
-
-def ssh_masters(control_dir: Path) -> list[int]:
-    """PIDs of the SSH master processes whose control sockets live in control_dir."""
-    pids = []
-    for proc in Path("/proc").iterdir():
-        if not proc.name.isdigit():
-            continue
-        try:
-            cmdline = (proc / "cmdline").read_bytes().split(b"\0")
-        except OSError:
-            continue
-        # A master renames itself to "ssh: <control path> [mux]".
-        if cmdline and cmdline[0].split(b":")[0].endswith(b"ssh") and any(
-            str(control_dir).encode() in arg for arg in cmdline
-        ):
-            pids.append(int(proc.name))
-    return pids
-
-
-def remove_fleet(fleet: Fleet) -> None:
-    for pid in ssh_masters(fleet.control_dir):
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, signal.SIGTERM)
-    if fleet.names:
-        subprocess.run(["podman", "rm", "-f", "--ignore", *fleet.names], check=False,
-                       capture_output=True)
-        # One bulk rm under load has left a container behind: check each, retry one by one.
-        for name in fleet.names:
-            for _ in range(3):
-                if subprocess.run(["podman", "container", "exists", name],
-                                  check=False).returncode != 0:
-                    break
-                subprocess.run(["podman", "rm", "-f", "--ignore", name], check=False,
-                               capture_output=True)
-            else:
-                log(f"could not remove container {name}: podman rm -f {name}")
-            shutil.rmtree(SIM_STATE_DIR / name, ignore_errors=True)
-    shutil.rmtree(fleet.workdir, ignore_errors=True)
-
-
-@contextlib.contextmanager
-def fleet_of(count: int, mirror: Path) -> Iterator[Fleet]:
-    fleet = Fleet(Path(tempfile.mkdtemp(prefix="ascend-scale-")))
-    fleet.workdir.chmod(0o700)
-    try:
-        log(f"starting {count} node(s)")
-        started = time.monotonic()
-        start_fleet(fleet, count, mirror)
-        log(f"{count} node(s) up in {time.monotonic() - started:.0f} s")
-        yield fleet
-    finally:
-        remove_fleet(fleet)
 
 
 # --------------------------------------------------------------------------------------------
@@ -480,8 +287,9 @@ def measure(configs: Sequence[str], count: int, playbook: str, extra: Sequence[s
     nodes are converged once and each configuration's re-run is timed on the same nodes; their
     "first" column is then the one shared first converge, under configs[0].
     """
-    with fleet_of(count, mirror) as fleet:
-        inventory = write_inventory(fleet, installers, pins)
+    names = [f"{NAME_PREFIX}{i:02d}" for i in range(count)]
+    with fleet_of(names, mirror, SIM_STATE_DIR, log) as fleet:
+        inventory = inventory_for(fleet, installers, pins)
         log(f"{configs[0]} N={count}: first converge")
         first = run_playbook(playbook, inventory, ansible_env(configs[0], count, fleet), extra,
                              fleet)
@@ -593,7 +401,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     cache = ROOT / ".artifacts" / "scale"
     try:
         installers, pins, mirror = prepare_artifacts(cache)
-        build_image(mirror, args.rebuild_image)
+        build_image(mirror, args.rebuild_image, log)
         groups = [args.configs] if args.shared_fleet else [[c] for c in args.configs]
         for count in args.host_counts:
             for configs in groups:
@@ -605,7 +413,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if results:
             print("partial results (interrupted):\n" + table(results))
         return 130
-    except (BenchError, subprocess.CalledProcessError) as exc:
+    except (BenchError, FleetError, subprocess.CalledProcessError) as exc:
         detail = exc.stderr if isinstance(exc, subprocess.CalledProcessError) else ""
         log(f"FAILED: {exc}\n{detail}")
         return 1

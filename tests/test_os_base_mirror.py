@@ -120,6 +120,7 @@ def test_package_names_from_the_role_vars() -> None:
     assert set(names) >= {"gcc", "gcc-c++", "dkms", "numactl-devel",
                           "python3-dnf-plugin-versionlock"}
     assert not [n for n in names if "{" in n or "/" in n or "*" in n]
+    assert "rpm" not in names and "--query" not in names  # the query's argv is no package list
 
 
 def _rpm_query(path: Path, fmt: str) -> str:

@@ -14,7 +14,7 @@ SPEC_TYPES: dict[str, type | tuple[type, ...]] = {
     "list": list, "bool": bool, "int": int, "str": str, "dict": dict,
 }
 OS_VARS_KEYS = {
-    "_os_base_package_manager", "_os_base_package_db", "_os_base_packages",
+    "_os_base_package_manager", "_os_base_installed_query", "_os_base_packages",
     "_os_base_kernel_dev_packages", "_os_base_hold_tool_packages",
     "_os_base_kernel_hold_packages", "_os_base_repo_sources", "_os_base_repo_file_suffix",
 }

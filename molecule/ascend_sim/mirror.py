@@ -207,10 +207,13 @@ def parse_rpm_kernel(kernel: str) -> tuple[str, str, str]:
 
 
 def package_names_from_vars(path: Path) -> list[str]:
-    """Every plain package name in a role's vars file: top-level lists of untemplated strings."""
+    """Every plain package name in a role's vars file: the untemplated strings of its top-level
+    lists named ``*_packages`` (other lists, e.g. a command's argv, are not package names)."""
     data = yaml.safe_load(path.read_text()) or {}
     names: list[str] = []
-    for value in data.values():
+    for key, value in data.items():
+        if not str(key).endswith("_packages"):
+            continue
         if isinstance(value, list) and value and all(isinstance(v, str) for v in value):
             names += [v for v in value if "{" not in v and re.fullmatch(r"[A-Za-z0-9_.+-]+", v)]
     return names
