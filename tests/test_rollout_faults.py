@@ -1,24 +1,34 @@
 """A rolling upgrade over three simulated Atlas 800 A2 nodes reached by real SSH (host keys
-checked), with faults in the middle of a batch: ``playbooks/upgrade.yml`` through ``ascend-serve
-deploy``, and ``ascend-serve fleet status`` as the operator reads the result.
+checked) and serving, with faults in the middle of a batch: ``playbooks/upgrade.yml`` through
+``ascend-serve deploy``, ``ascend-serve fleet status`` as the operator reads the result, and each
+node's server asked for ``/health`` from the controller as a load balancer would.
 
 The nodes (``ascend_sim.sshfleet``: a derived image with sshd and os_base's Debian packages
 pre-installed) first get the older set vllm-ascend-0.11.0 (HDK 25.3.rc1, CANN 8.3.RC2) with
-``playbooks/stack.yml``; then ``upgrade.yml`` moves them to vllm-ascend-0.13.0 with the default
-batches (one canary, then 20% at a time: here one host per batch) and a stand-in load balancer
-(``tests/data/lb-hook.sh``) that plants each case's fault right after it took a host out:
+``playbooks/stack.yml`` and a server each with ``playbooks/serving.yml``; then ``upgrade.yml``
+moves them to vllm-ascend-0.13.0 with the default batches (one canary, then 20% at a time: here
+one host per batch) and a stand-in load balancer (``tests/data/lb-hook.sh``) that plants each
+case's fault right after it took a host out:
 
 1. a chip of the second host turns Critical while that host is drained: the batch fails naming
-   host and chip, the rollout stops; the canary stays upgraded, resumed and ``done``; the second
-   host stays drained on the old set; the third is never touched (old set, still in the balancer);
-2. the third host's sshd goes away (sessions cut) after its drain: the run names it unreachable
-   and stops; the second host (chip healthy again) was upgraded and resumed before it;
-3. with sshd back, a re-run repairs: every host on the new set, resumed, ``done``; the hosts
-   finished before change nothing.
+   host and chip, the rollout stops; the canary is upgraded, serves, is resumed and ``done``; the
+   second host stays drained on the old set; the third is never touched and keeps serving;
+2. the chip is healthy again, and the second host's model becomes unreadable to the service user
+   while it is drained: its stack is upgraded, then its server never answers ``/health``; the
+   batch fails naming host, unit and the server's own error, the rollout stops, the first and
+   third hosts keep serving, the second stays drained (``upgrading``, unit not active);
+3. the model is readable again, and the third host's sshd goes away (sessions cut) after its
+   drain: the second host (already on the new set) is taken through its batch again, its failed
+   unit started again and resumed; the run names the third host unreachable and stops;
+4. with sshd back, a re-run repairs: every host on the new set, serving, resumed, ``done``; the
+   hosts finished before change nothing.
 
-The serving environment and the vLLM server are skipped (tags env, models, serve), as in molecule
-``stack_upgrade``: three real vLLM servers on this 2-core CI machine would cost about ten minutes.
-The vLLM side of a failed batch (validate failing after a restart) is molecule ``serving``'s case.
+The serving environment and the model staging are skipped (tags env, models, as in molecule
+``stack_upgrade``): the nodes hold a tiny model's config.json and, as their serving environment,
+``tests/data/vllm-standin``, a stand-in ``vllm serve`` that reads the model's config.json and
+answers ``/health`` and ``/v1/models`` (three real vLLM CPU servers would cost this 2-core CI
+about ten minutes; real vLLM behind the same role is molecule ``serving``'s and the main job's).
+The wrapper's validate is therefore off here; the fault under test is the health check.
 """
 
 from __future__ import annotations
@@ -28,6 +38,8 @@ import os
 import shutil
 import subprocess
 import sys
+import urllib.error
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -35,6 +47,7 @@ from typing import Any
 import pytest
 import yaml
 
+from ascend_serve.tiny_model import VOCAB_SIZE, model_config_kwargs
 from ascend_sim.sshfleet import Fleet, build_image, fleet_of, sim_env, write_inventory
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -42,8 +55,11 @@ CLI = str(Path(sys.executable).parent / "ascend-serve")
 NODES = ("ascend-roll-1", "ascend-roll-2", "ascend-roll-3")
 OLD, OLD_FIRMWARE = "vllm-ascend-0.11.0", "7.7.0.1.200"
 NEW, NEW_FIRMWARE = "vllm-ascend-0.13.0", "7.8.0.2.212"
-SKIP = "env,models,serve"
+SKIP = "env,models"
 ROLLOUT_FACT = "/etc/ansible/facts.d/ascend_rollout.fact"
+STANDIN = "/opt/vllm-standin"  # vllm_service_env_prefix: the stand-in is its bin/vllm
+MODEL_CONFIG = "/var/lib/ascend-serve/models/tiny-deepseek-v3/config.json"
+PORT = 8000  # the tiny-deepseek-v3 profile's
 
 
 def _sim(*args: str, state_dir: Path | None = None) -> subprocess.CompletedProcess[str]:
@@ -75,12 +91,46 @@ def fleet(tmp_path: Path) -> Iterator[tuple[Fleet, Path]]:
                               .read_text())
     settings.update(npu_driver_artifact_dir=str(artifacts), cann_artifact_dir=str(artifacts),
                     rollout_drain_command=[*hook, "drain"],
-                    rollout_resume_command=[*hook, "resume"])
+                    rollout_resume_command=[*hook, "resume"],
+                    vllm_service_env_prefix=STANDIN, vllm_service_env_files=[],
+                    vllm_service_validate=False,
+                    vllm_service_overrides={"health_timeout_s": 20})
     for serving in ("python_env_find_links", "python_env_ca_bundle", "model_store_source"):
         settings.pop(serving)
+    config = {"model_type": "deepseek_v3", "architectures": ["DeepseekV3ForCausalLM"],
+              "torch_dtype": "bfloat16", **model_config_kwargs("deepseek_v3", VOCAB_SIZE)}
+    (tmp_path / "config.json").write_text(json.dumps(config, indent=2) + "\n")
     with fleet_of(NODES, mirror, tmp_path / "sim") as nodes:
+        for name in NODES:
+            _provision(name, tmp_path / "config.json")
         inventory = _write_inventory(nodes, settings, pins)
         yield nodes, inventory
+
+
+def _podman(*args: str) -> None:
+    subprocess.run(["podman", *args], check=True, capture_output=True, timeout=120)
+
+
+def _provision(name: str, config: Path) -> None:
+    """What the site's image would hold: the stand-in server, and the model (config only)."""
+    model_dir = str(Path(MODEL_CONFIG).parent)
+    _podman("exec", name, "mkdir", "-p", f"{STANDIN}/bin", model_dir)
+    _podman("cp", str(ROOT / "tests/data/vllm-standin"), f"{name}:{STANDIN}/bin/vllm")
+    _podman("cp", str(config), f"{name}:{MODEL_CONFIG}")
+    _podman("exec", name, "chmod", "0755", f"{STANDIN}/bin/vllm", model_dir)
+    _podman("exec", name, "chmod", "0644", MODEL_CONFIG)
+
+
+def _health(nodes: Fleet, name: str) -> int | None:
+    """The node's /health status as the load balancer sees it; None when nothing answers."""
+    try:
+        with urllib.request.urlopen(f"http://{nodes.addresses[name]}:{PORT}/health",
+                                    timeout=10) as reply:
+            return int(reply.status)
+    except urllib.error.HTTPError as exc:
+        return exc.code
+    except OSError:
+        return None
 
 
 def _write_inventory(nodes: Fleet, settings: dict[str, Any],
@@ -133,10 +183,12 @@ def test_rollout_stops_at_the_failed_batch_and_a_rerun_repairs(
     nodes, inventory = fleet
     one, two, three = NODES
 
-    # The fleet as it serves today: the older set on every host, all at once.
-    rc, summary = _deploy(nodes, inventory, tmp_path / "install", "playbooks/stack.yml", OLD,
-                          OLD_FIRMWARE)
-    assert rc == 0, summary["failures"]
+    # The fleet as it serves today: the older set on every host, all at once, and its servers.
+    for playbook in ("playbooks/stack.yml", "playbooks/serving.yml"):
+        rc, summary = _deploy(nodes, inventory, tmp_path / f"install-{Path(playbook).stem}",
+                              playbook, OLD, OLD_FIRMWARE)
+        assert rc == 0, summary["failures"]
+    assert {host: _health(nodes, host) for host in NODES} == dict.fromkeys(NODES, 200)
 
     # 1. A chip of the second host goes Critical once that host is out of the balancer.
     sim = f"PYTHONPATH={ROOT / 'molecule'} {sys.executable} -m ascend_sim"
@@ -149,33 +201,63 @@ def test_rollout_stops_at_the_failed_batch_and_a_rerun_repairs(
     assert f"npu_driver on {two}: upgrade refused, 1 NPU" in failure["message"], failure
     assert "3 Critical" in failure["message"], failure
     assert _hook_calls(tmp_path) == [f"drain {one}", f"resume {one}", f"drain {two}"]
+    # The canary serves the new set, the third host the old one; the second was stopped.
+    assert {host: _health(nodes, host) for host in NODES} == {one: 200, two: None, three: 200}
 
     rc, hosts, problems = _status(nodes, inventory, tmp_path / "status-1")
     assert rc == 1
     assert (hosts[one]["stack_set"], hosts[one]["rollout_phase"]) == (NEW, "done")
-    assert hosts[one]["problems"] == []
+    assert hosts[one]["problems"] == [] and hosts[one]["serving"] is True
     assert (hosts[two]["stack_set"], hosts[two]["rollout_phase"]) == (OLD, "upgrading")
-    assert hosts[two]["problems"] == [
+    assert hosts[two]["problems"][0] == (
         f"left upgrading by an unfinished upgrade to {NEW} (out of the load balancer): re-run "
-        "playbooks/upgrade.yml"]
+        "playbooks/upgrade.yml")
+    assert hosts[two]["serving"] is False and len(hosts[two]["problems"]) == 2
     assert (hosts[three]["stack_set"], hosts[three]["rollout_phase"]) == (OLD, None)
-    assert hosts[three]["problems"] == []
+    assert hosts[three]["problems"] == [] and hosts[three]["serving"] is True
     assert any(OLD in p and NEW in p for p in problems), problems
 
-    # 2. The chip is healthy again; the third host's sshd goes away in the middle of its batch.
+    # 2. The chip is healthy again; the second host's model becomes unreadable to the service
+    # user while that host is out: its stack upgrade goes through, its server never gets healthy.
     _sim("health", str(nodes.node_dir(two)), "3", "OK")
+    _plant(tmp_path, "drain", two, f"podman exec {two} chmod 0600 {MODEL_CONFIG}\n")
+    rc, summary = _deploy(nodes, inventory, tmp_path / "upgrade-2", "upgrade", NEW, NEW_FIRMWARE)
+    assert rc == 1, summary
+    (failure,) = summary["failures"]
+    assert failure["host"] == two and failure["kind"] == "failed", failure
+    assert failure["role"] == "vllm_service", failure
+    assert f"ascend-vllm on {two} did not answer" in failure["message"], failure
+    assert "/health within 20 s" in failure["message"], failure
+    assert "PermissionError" in failure["message"], failure  # the server's own last words
+    assert summary["hosts"][one]["changed"] == 0  # finished before: left alone
+    assert _hook_calls(tmp_path)[3:] == [f"drain {two}"]  # stays out of the balancer
+    assert {host: _health(nodes, host) for host in NODES} == {one: 200, two: None, three: 200}
+
+    rc, hosts, problems = _status(nodes, inventory, tmp_path / "status-2")
+    assert rc == 1
+    assert (hosts[two]["stack_set"], hosts[two]["rollout_phase"]) == (NEW, "upgrading")
+    assert hosts[two]["serving"] is False
+    assert any("is configured but unit" in p for p in hosts[two]["problems"]), hosts[two]
+    assert (hosts[one]["rollout_phase"], hosts[one]["serving"]) == ("done", True)
+    assert (hosts[three]["stack_set"], hosts[three]["serving"]) == (OLD, True)
+
+    # 3. The model is readable again; the third host's sshd goes away in the middle of its batch.
+    # The second host, on the new set already, is taken through its batch again (its unit used
+    # up its start limit while failing) and resumed before the third host's batch.
+    _podman("exec", two, "chmod", "0644", MODEL_CONFIG)
     _plant(tmp_path, "drain", three,
            f"podman exec {three} systemctl stop ssh.service\n"
            f"podman exec {three} pkill -KILL -f 'sshd:'\n")
-    rc, summary = _deploy(nodes, inventory, tmp_path / "upgrade-2", "upgrade", NEW, NEW_FIRMWARE)
+    rc, summary = _deploy(nodes, inventory, tmp_path / "upgrade-3", "upgrade", NEW, NEW_FIRMWARE)
     assert rc == 1, summary
     (failure,) = summary["failures"]
     assert failure["host"] == three and failure["kind"] == "unreachable", failure
     assert "Connection refused" in failure["message"], failure  # SSH's own words
-    assert summary["hosts"][one]["changed"] == 0  # finished before: left alone
-    assert _hook_calls(tmp_path)[3:] == [f"drain {two}", f"resume {two}", f"drain {three}"]
+    assert summary["hosts"][one]["changed"] == 0
+    assert _hook_calls(tmp_path)[4:] == [f"drain {two}", f"resume {two}", f"drain {three}"]
+    assert _health(nodes, two) == 200
 
-    rc, hosts, problems = _status(nodes, inventory, tmp_path / "status-2")
+    rc, hosts, problems = _status(nodes, inventory, tmp_path / "status-3")
     assert rc == 1
     assert hosts[three]["reachable"] is False and "unreachable" in hosts[three]["problems"][0]
     lost = subprocess.run(["podman", "exec", three, "cat", ROLLOUT_FACT],
@@ -183,20 +265,22 @@ def test_rollout_stops_at_the_failed_batch_and_a_rerun_repairs(
     assert json.loads(lost) == {"phase": "draining", "from_set": OLD, "to_set": NEW}
     for host in (one, two):
         assert (hosts[host]["stack_set"], hosts[host]["rollout_phase"]) == (NEW, "done")
-        assert hosts[host]["problems"] == []
+        assert hosts[host]["problems"] == [] and hosts[host]["serving"] is True
 
-    # 3. sshd is back: the re-run drains the third host again, upgrades and resumes it.
+    # 4. sshd is back: the re-run drains the third host again, upgrades and resumes it.
     subprocess.run(["podman", "exec", three, "systemctl", "start", "ssh.service"], check=True,
                    capture_output=True, timeout=120)
-    rc, summary = _deploy(nodes, inventory, tmp_path / "upgrade-3", "upgrade", NEW, NEW_FIRMWARE)
+    rc, summary = _deploy(nodes, inventory, tmp_path / "upgrade-4", "upgrade", NEW, NEW_FIRMWARE)
     assert rc == 0, summary["failures"]
     assert summary["hosts"][one]["changed"] == 0 and summary["hosts"][two]["changed"] == 0
     assert summary["hosts"][three]["changed"] > 0
-    assert _hook_calls(tmp_path)[6:] == [f"drain {three}", f"resume {three}"]
+    assert _hook_calls(tmp_path)[7:] == [f"drain {three}", f"resume {three}"]
 
-    rc, hosts, problems = _status(nodes, inventory, tmp_path / "status-3")
+    rc, hosts, problems = _status(nodes, inventory, tmp_path / "status-4")
     assert rc == 0, (hosts, problems)
     assert problems == []
     for host in NODES:
         assert (hosts[host]["stack_set"], hosts[host]["rollout_phase"]) == (NEW, "done")
         assert hosts[host]["driver"] == "25.5.0" and hosts[host]["problems"] == []
+        assert hosts[host]["serving"] is True
+    assert {host: _health(nodes, host) for host in NODES} == dict.fromkeys(NODES, 200)
