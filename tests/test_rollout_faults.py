@@ -167,6 +167,16 @@ def _status(nodes: Fleet, inventory: Path,
     return done.returncode, {h["host"]: h for h in report["hosts"]}, report["fleet_problems"]
 
 
+def _only_failure(summary: dict[str, Any], host: str, kind: str,
+                  role: str | None = None) -> str:
+    """The run's one failure is ``host``'s, of ``kind`` (in ``role``); returns its message."""
+    (failure,) = summary["failures"]
+    assert (failure["host"], failure["kind"]) == (host, kind), failure
+    if role is not None:
+        assert failure["role"] == role, failure
+    return str(failure["message"])
+
+
 def _plant(tmp_path: Path, action: str, host: str, script: str) -> None:
     fault = tmp_path / "lb.log.d" / f"{action}-{host}"
     fault.write_text("#!/bin/sh\nset -eu\n" + script)
@@ -195,11 +205,9 @@ def test_rollout_stops_at_the_failed_batch_and_a_rerun_repairs(
     _plant(tmp_path, "drain", two, f"{sim} health {nodes.node_dir(two)} 3 Critical\n")
     rc, summary = _deploy(nodes, inventory, tmp_path / "upgrade-1", "upgrade", NEW, NEW_FIRMWARE)
     assert rc == 1, summary
-    (failure,) = summary["failures"]
-    assert failure["host"] == two and failure["kind"] == "failed", failure
-    assert failure["role"] == "npu_driver", failure
-    assert f"npu_driver on {two}: upgrade refused, 1 NPU" in failure["message"], failure
-    assert "3 Critical" in failure["message"], failure
+    message = _only_failure(summary, two, "failed", "npu_driver")
+    assert f"npu_driver on {two}: upgrade refused, 1 NPU" in message, message
+    assert "3 Critical" in message, message
     assert _hook_calls(tmp_path) == [f"drain {one}", f"resume {one}", f"drain {two}"]
     # The canary serves the new set, the third host the old one; the second was stopped.
     assert {host: _health(nodes, host) for host in NODES} == {one: 200, two: None, three: 200}
@@ -223,12 +231,10 @@ def test_rollout_stops_at_the_failed_batch_and_a_rerun_repairs(
     _plant(tmp_path, "drain", two, f"podman exec {two} chmod 0600 {MODEL_CONFIG}\n")
     rc, summary = _deploy(nodes, inventory, tmp_path / "upgrade-2", "upgrade", NEW, NEW_FIRMWARE)
     assert rc == 1, summary
-    (failure,) = summary["failures"]
-    assert failure["host"] == two and failure["kind"] == "failed", failure
-    assert failure["role"] == "vllm_service", failure
-    assert f"ascend-vllm on {two} did not answer" in failure["message"], failure
-    assert "/health within 20 s" in failure["message"], failure
-    assert "PermissionError" in failure["message"], failure  # the server's own last words
+    message = _only_failure(summary, two, "failed", "vllm_service")
+    assert f"ascend-vllm on {two} did not answer" in message, message
+    assert "/health within 20 s" in message, message
+    assert "PermissionError" in message, message  # the server's own last words
     assert summary["hosts"][one]["changed"] == 0  # finished before: left alone
     assert _hook_calls(tmp_path)[3:] == [f"drain {two}"]  # stays out of the balancer
     assert {host: _health(nodes, host) for host in NODES} == {one: 200, two: None, three: 200}
@@ -250,9 +256,8 @@ def test_rollout_stops_at_the_failed_batch_and_a_rerun_repairs(
            f"podman exec {three} pkill -KILL -f 'sshd:'\n")
     rc, summary = _deploy(nodes, inventory, tmp_path / "upgrade-3", "upgrade", NEW, NEW_FIRMWARE)
     assert rc == 1, summary
-    (failure,) = summary["failures"]
-    assert failure["host"] == three and failure["kind"] == "unreachable", failure
-    assert "Connection refused" in failure["message"], failure  # SSH's own words
+    message = _only_failure(summary, three, "unreachable")
+    assert "Connection refused" in message, message  # SSH's own words
     assert summary["hosts"][one]["changed"] == 0
     assert _hook_calls(tmp_path)[4:] == [f"drain {two}", f"resume {two}", f"drain {three}"]
     assert _health(nodes, two) == 200
