@@ -482,6 +482,7 @@ def test_parse_ping() -> None:
         (1, "", "hccn_tool: ping failed, device 0 link status is DOWN\n", False,
          "hccn_tool: ping failed, device 0 link status is DOWN"),
         (0, "garbage\n", "", False, "no ping summary in answer 'garbage'"),
+        (-9, "", "", False, "hccn_tool gave no answer (rc -9)"),
         (1, SIM_PING, "", False, "hccn_tool exited with rc 1"),
     ],
 )
@@ -515,6 +516,37 @@ def test_ping_runs_every_pair_in_order_with_labels(tool: str) -> None:
     assert sorted(seen) == sorted(
         [tool, "-i", str(d), "-ping", "-g", "address", f"198.51.100.{100 + d}", "pkt", "2"]
         for d in (3, 1, 0))
+
+
+@pytest.mark.parametrize(("answers", "ok", "error"), [
+    ([(-9, "", ""), (0, SIM_PING, "")], True, None),
+    ([(-9, "", ""), (-9, "", "")], False, "hccn_tool gave no answer (rc -9)"),
+])
+def test_ping_asks_once_more_only_when_the_tool_gave_no_answer(
+        tool: str, answers: list[tuple[int, str, str]], ok: bool, error: str | None) -> None:
+    calls: list[list[str]] = []
+
+    def runner(argv: list[str]) -> tuple[int, str, str]:
+        calls.append(argv)
+        return answers[len(calls) - 1]
+
+    pair = {"device": 0, "address": "198.51.100.2"}
+    (result,) = hccn_ping.run({"pairs": [pair], "tool": tool}, runner)["results"]
+    assert (result["ok"], result["error"]) == (ok, error)
+    assert len(calls) == 2 and calls[0] == calls[1]
+
+
+def test_ping_never_retries_an_answer(tool: str) -> None:
+    calls: list[list[str]] = []
+    lost = "device 0 PING 198.51.100.9\n3 packets transmitted, 0 received, 100.00% packet loss\n"
+
+    def runner(argv: list[str]) -> tuple[int, str, str]:
+        calls.append(argv)
+        return 1, lost, ""
+
+    (result,) = hccn_ping.run({"pairs": [{"device": 0, "address": "198.51.100.9"}],
+                               "tool": tool}, runner)["results"]
+    assert (result["ok"], result["error"], len(calls)) == (False, "no reply (0 of 3 received)", 1)
 
 
 def test_ping_through_the_simulator_without_nics(tool: str) -> None:

@@ -10,6 +10,8 @@ short_description: Test device-NIC reachability between Ascend nodes with hccn_t
 description:
   - Runs C(hccn_tool -i D -ping -g address X pkt COUNT) for every pair, concurrently, and
     returns one result per pair, in the order given.
+  - A pair whose C(hccn_tool) gave no answer at all (nothing on stdout or stderr, e.g. the process
+    was killed) is asked once more; any answer, a lost ping included, is taken as it is.
   - The module does not fail when pings fail; the caller judges the results (the role aggregates
     them fleet-wide). It fails only on bad options or a missing C(hccn_tool).
   - A result is C(ok) only when C(hccn_tool) exits 0, its summary line
@@ -165,7 +167,7 @@ def judge(rc: int, out: str, err: str) -> dict[str, Any]:
         return result
     details = [err.strip()] if err.strip() else []
     if problem is not None and not details:
-        details.append(problem)
+        details.append(problem if out.strip() else f"hccn_tool gave no answer (rc {rc})")
     if not details:
         details.append(f"no reply ({result['received']} of {result['sent']} received)"
                        if result["received"] == 0 else f"hccn_tool exited with rc {rc}")
@@ -193,6 +195,10 @@ def run(params: dict[str, Any], runner: Runner) -> dict[str, Any]:
     def ping(pair: dict[str, Any]) -> dict[str, Any]:
         args = ["-ping", "-g", "address", pair["address"], "pkt", str(count)]
         rc, out, err = run_tool(runner, tool, pair["device"], args)
+        if not out.strip() and not err.strip():
+            # No answer at all (the tool killed or lost): once more before the pair counts as
+            # failed. An answer, even one saying every packet was lost, is never retried.
+            rc, out, err = run_tool(runner, tool, pair["device"], args)
         return dict(pair, **judge(rc, out, err))
 
     return {"changed": False, "results": parallel(ping, pairs, workers)}
