@@ -93,33 +93,42 @@ make_venv() {
 
 make_vllm_venv() {
   # The CPU version set of stack-matrix.yml, installed the way the python_env role installs it on
-  # a node: the set's requirements in one resolve, then the set's pip_remove, then the
-  # dist_aliases (the `vllm` CLI asks importlib.metadata for "vllm").
+  # a node: its hash-pinned lock (locks/<set>/py<X.Y>-<arch>/), stage by stage with
+  # --require-hashes --no-deps, then the dist_aliases (the `vllm` CLI asks importlib.metadata for
+  # "vllm"). The lock's torch CPU build comes from the machine's wheelhouse (pip's find-links).
   local plan stamp="$VLLM_VENV/.ascend-serve-set"
-  plan=$("$VENV/bin/python" - "$VLLM_SET" <<'PY'
-import json, sys
+  plan=$("$VENV/bin/python" - "$VLLM_SET" "$PYTHON" <<'PY'
+import hashlib, json, platform, subprocess, sys
+from ascend_serve.lock import default_lock_root, lock_dir, targets
 from ascend_serve.matrix import load_matrix, resolve
 s = resolve(load_matrix(), sys.argv[1])
-print(json.dumps({"name": s.name, "requirements": [r for step in s.requirements() for r in step],
-                  "remove": s.pip_remove, "aliases": s.dist_aliases,
-                  "alias_version": s.alias_version(), "imports": s.imports()}, sort_keys=True))
+py = subprocess.run([sys.argv[2], "-c", "import sys; print('%d.%d' % sys.version_info[:2])"],
+                    check=True, capture_output=True, text=True).stdout.strip()
+target = next((t for t in targets(s) if t.python == py and t.arch == platform.machine()), None)
+if target is None:
+    sys.exit(f"set {s.name} has no lock for Python {py} on {platform.machine()}")
+directory = lock_dir(default_lock_root(), s.name, target)
+digest = hashlib.sha256(b"".join(p.read_bytes() for p in sorted(directory.iterdir()))).hexdigest()
+print(json.dumps({"name": s.name, "lock": str(directory), "digest": digest,
+                  "aliases": s.dist_aliases, "alias_version": s.alias_version(),
+                  "imports": s.imports()}, sort_keys=True))
 PY
 )
   if [ -x "$VLLM_VENV/bin/python" ] && [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$plan" ]; then
     return 0
   fi
-  log "creating the vLLM venv $VLLM_VENV ($VLLM_SET, about 2 minutes)"
+  log "creating the vLLM venv $VLLM_VENV ($VLLM_SET from its lock, about 2 minutes)"
   [ -x "$VLLM_VENV/bin/python" ] || "$PYTHON" -m venv "$VLLM_VENV"
   "$VENV/bin/python" - "$plan" "$VLLM_VENV/bin/python" <<'PY'
 import json, pathlib, subprocess, sys
 plan, python = json.loads(sys.argv[1]), sys.argv[2]
+lock = pathlib.Path(plan["lock"])
 def pip(*args):
     proc = subprocess.run([python, "-m", "pip", "-q", *args], capture_output=True, text=True)
     if proc.returncode:
         sys.exit(f"pip {' '.join(args)} failed:\n{proc.stdout[-3000:]}{proc.stderr[-3000:]}")
-pip("install", *plan["requirements"])
-if plan["remove"]:
-    pip("uninstall", "-y", *plan["remove"])
+for stage in json.loads((lock / "plan.json").read_text())["stages"]:
+    pip("install", "--require-hashes", "--no-deps", *stage["pip_args"], "-r", str(lock / stage["file"]))
 purelib = subprocess.run([python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
                          check=True, capture_output=True, text=True).stdout.strip()
 for alias in plan["aliases"]:

@@ -158,7 +158,8 @@ PLANTED = {
     "service-failed": "auto-restart",
     "hccl-timeout-invalid": "HCCL_CONNECT_TIMEOUT=30",
     "set-env-not-sourced": "set_env.sh",
-    "driver-version-mismatch": "driver 25.3.rc1, set vllm-ascend-0.13.0 needs 25.5.0",
+    "driver-version-mismatch":
+        "driver 24.1.0, set vllm-ascend-0.13.0 supports HDK 25.5, 25.3, 25.2, 25.0",
 }
 
 
@@ -266,8 +267,8 @@ FAULTS: dict[str, tuple[Callable[[Sections], None], str]] = {
     "npu-unhealthy": (lambda s: _sub(s, "npu-smi.info", "out", r"^(\| 1\s+910B1\s+\| )OK(\s+)",
                                      r"\1Critical\2"), "NPU 1 chip 0: Critical"),
     "driver-version-mismatch": (lambda s: _sub(s, "driver.version_info", "text",
-                                               r"^Version=.*$", "Version=25.2.0"),
-                                "driver 25.2.0"),
+                                               r"^Version=.*$", "Version=24.1.0"),
+                                "driver 24.1.0"),
     "firmware-version-mismatch": (lambda s: _sub(s, "firmware", "out", r'"version":"[^"]+"',
                                                  '"version":"7.7.0.1.100"'), "7.7.0.1.100"),
     "cann-version-mismatch": (lambda s: _sub(

@@ -109,7 +109,8 @@ PLANTED = {
     "hccn-net-health": "device 3, 5",
     "driver-install-failed": "kernel headers",  # the installer, run without the headers
     "kernel-headers-missing": "no headers for the running kernel",
-    "driver-version-mismatch": "driver 25.3.rc1, set vllm-ascend-0.13.0 needs 25.5.0",
+    "driver-version-mismatch":
+        "driver 24.1.0, set vllm-ascend-0.13.0 supports HDK 25.5, 25.3, 25.2, 25.0",
     "hccl-timeout-invalid": "HCCL_CONNECT_TIMEOUT=30",
     "set-env-not-sourced": "does not source",
     "service-oom": "out of memory",
@@ -214,8 +215,8 @@ def _doctor_finds_planted_faults(tmp_path: Path) -> None:
                    ">/dev/null; /var/cache/ascend-serve/artifacts/Ascend-hdk-*-npu-driver_*.run "
                    "--upgrade --quiet", check=False)
     assert failed.returncode != 0 and "kernel headers" in failed.stderr, failed.stderr
-    # Another HDK's version on disk, a too-low HCCL timeout.
-    _node("sed -i 's/^Version=.*/Version=25.3.rc1/' /usr/local/Ascend/driver/version.info; "
+    # A driver version.info of an HDK line CANN 8.5.0 does not support, a too-low HCCL timeout.
+    _node("sed -i 's/^Version=.*/Version=24.1.0/' /usr/local/Ascend/driver/version.info; "
           "sed -i 's/^HCCL_CONNECT_TIMEOUT=.*/HCCL_CONNECT_TIMEOUT=30/' /etc/ascend-serve/hccl.env")
     # The launcher an NPU profile gets when vllm_service_set_env is [] (no set_env.sh).
     npu_profile = profiles.load_profiles()["deepseek-r1-distill-qwen-7b"]

@@ -95,7 +95,7 @@ def fleet(tmp_path: Path) -> Iterator[tuple[Fleet, Path]]:
                     vllm_service_env_prefix=STANDIN, vllm_service_env_files=[],
                     vllm_service_validate=False,
                     vllm_service_overrides={"health_timeout_s": 20})
-    for serving in ("python_env_find_links", "python_env_ca_bundle", "model_store_source"):
+    for serving in ("python_env_indexes", "python_env_ca_bundle", "model_store_source"):
         settings.pop(serving)
     config = {"model_type": "deepseek_v3", "architectures": ["DeepseekV3ForCausalLM"],
               "torch_dtype": "bfloat16", **model_config_kwargs("deepseek_v3", VOCAB_SIZE)}

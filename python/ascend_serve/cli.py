@@ -17,7 +17,7 @@ from .console import EXIT_BAD_INPUT, EXIT_CHECK_FAILED, EXIT_OK, console, err_co
 from .deploy_cli import deploy
 from .doctor_cli import doctor
 from .fleet_cli import fleet_app
-from .matrix import COMPONENTS, MatrixError, load_matrix, resolve
+from .matrix_cli import matrix_app
 from .model_cli import model_app
 from .npu_cli import npu_app
 from .preflight import PreflightReport, load_report
@@ -40,6 +40,7 @@ app.add_typer(ranktable_app, name="ranktable")
 app.add_typer(profiles_app, name="profiles")
 app.add_typer(npu_app, name="npu")
 app.add_typer(fleet_app, name="fleet")
+app.add_typer(matrix_app, name="matrix")
 app.command("serve")(serve)
 app.command("validate")(validate)
 app.command("bench")(bench)
@@ -103,63 +104,3 @@ def preflight_report(
     else:
         _render_report(report)
     raise typer.Exit(EXIT_OK if report.passed and not report.failed_checks else EXIT_CHECK_FAILED)
-
-
-def _parse_pins(pins: list[str]) -> dict[str, str]:
-    parsed: dict[str, str] = {}
-    for pin in pins:
-        key, sep, value = pin.partition("=")
-        if not sep or not value:
-            err_console.print(f"[red]--pin takes COMPONENT=VERSION, not {pin!r}[/red]")
-            raise typer.Exit(EXIT_BAD_INPUT)
-        parsed[key] = value
-    return parsed
-
-
-@app.command("matrix")
-def matrix_command(
-    set_name: Annotated[
-        str | None, typer.Option("--set", help="Check that this set exists (and fits the pins).")
-    ] = None,
-    pin: Annotated[
-        list[str] | None,
-        typer.Option(help=f"COMPONENT=VERSION to check ({', '.join(COMPONENTS)}); repeatable."),
-    ] = None,
-    chip: Annotated[
-        str | None, typer.Option(help="Chip family the set must support (910B, 910C).")
-    ] = None,
-    matrix_file: Annotated[
-        Path | None, typer.Option("--file", help="Matrix file (default: stack-matrix.yml).")
-    ] = None,
-    as_json: Annotated[bool, typer.Option("--json", help="Print JSON for machines.")] = False,
-) -> None:
-    """Print the supported locked version sets; with --set/--pin, resolve one or say why not."""
-    try:
-        matrix = load_matrix(matrix_file)
-    except MatrixError as exc:
-        err_console.print(f"[red]{exc}[/red]")
-        raise typer.Exit(EXIT_BAD_INPUT) from exc
-    sets = matrix.sets
-    pins = _parse_pins(pin or [])
-    if set_name or pins or chip:
-        try:
-            sets = [resolve(matrix, set_name, pins, chip)]
-        except MatrixError as exc:
-            if as_json:
-                typer.echo(json.dumps({"ok": False, "error": str(exc)}, indent=2))
-            else:
-                err_console.print(f"[red]{exc}[/red]")
-            raise typer.Exit(EXIT_CHECK_FAILED) from exc
-    if as_json:
-        typer.echo(json.dumps([s.as_facts() for s in sets], indent=2))
-        return
-    table = Table(title="Locked version sets (stack-matrix.yml)")
-    for column in ("set", "vllm-ascend", "vllm", "CANN", "torch", "torch-npu", "Python", "HDK",
-                   "chips / arch"):
-        table.add_column(column)
-    for s in sets:
-        vllm = s.vllm if s.vllm_dist == "vllm" else f"{s.vllm} ({s.vllm_dist})"
-        table.add_row(s.name, s.vllm_ascend or "-", vllm, s.cann or "-", s.torch,
-                      s.torch_npu or "-", ", ".join(s.python), s.hdk or "-",
-                      ", ".join(s.chips or s.architectures))
-    console.print(table)

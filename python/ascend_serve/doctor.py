@@ -516,11 +516,13 @@ def check_versions(c: Collected, ctx: Context) -> list[Finding]:
                     + (" ".join(_kv_lines(info_text, ["Version"])) or "missing")]
         if running:
             evidence.append(f"npu-smi reports {running}")
-        evidence.append(f"set {chosen.name} (stack-matrix.yml) needs HDK {chosen.hdk}")
-        if not installed or not _versions_equal(installed, chosen.hdk):
+        lines = ", ".join(chosen.hdk_supported)
+        evidence.append(f"set {chosen.name} (stack-matrix.yml) supports HDK {lines} "
+                        f"(recommended {chosen.hdk})")
+        if not installed or not chosen.hdk_accepts(installed):
             findings.append(_finding(
                 "driver-version-mismatch", c.host,
-                f"driver {installed or 'not installed'}, set {chosen.name} needs {chosen.hdk}",
+                f"driver {installed or 'not installed'}, set {chosen.name} supports HDK {lines}",
                 evidence))
         elif running and not _versions_equal(running, installed):
             findings.append(_finding(

@@ -33,6 +33,24 @@ class MatrixError(ValueError):
     """The inventory's choice is not one supported set; the message says why."""
 
 
+def hdk_accepts(supported: list[str], version: str) -> bool:
+    """Whether a driver version belongs to one of the HDK release lines in ``supported``."""
+    got = version.strip().lower()
+    return any(got == v.lower() or got.startswith(v.lower() + ".") for v in supported)
+
+
+class PipIndex(BaseModel):
+    """A package index a set needs besides the site's PyPI mirror (PyTorch's, Huawei's)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: str = Field(pattern=r"^[a-z0-9][a-z0-9-]*$")
+    url: str
+    # What the set takes from it, and the page that says so.
+    packages: list[str] = Field(min_length=1)
+    source: str
+
+
 class StackSet(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -44,21 +62,36 @@ class StackSet(BaseModel):
     torch: str
     torch_npu: str | None = None
     python: list[str] = Field(min_length=1)
+    # The HDK (driver + firmware) release installed with the set, and the HDK release lines
+    # the set's CANN supports (CANN release notes: "Ascend HDK 25.5.X ..."), written without the
+    # last field ("25.5" accepts 25.5.0, 25.5.1, a hot patch of them): any of them is accepted.
     hdk: str | None = None
+    hdk_supported: list[str] = Field(default_factory=list)
     chips: list[str] = Field(default_factory=list)
-    # Empty: any architecture the wheels exist for.
+    # Architectures the set is locked for; an ascend set: aarch64 (Kunpeng).
     architectures: list[str] = Field(default_factory=list)
+    # Oldest host glibc the set's wheels run on (their manylinux tag); locks resolve for it.
+    glibc: str = Field(pattern=r"^[0-9]+\.[0-9]+$")
+    # Oldest running kernel the set's driver supports (empty: preflight_min_kernel decides).
+    kernel: str = ""
     vllm_dist: str = "vllm"
     extras: list[str] = Field(default_factory=list)
-    pip_remove: list[str] = Field(default_factory=list)
+    # Distributions the lock leaves out (and python_env removes if an older install left them).
+    lock_exclude: list[str] = Field(default_factory=list)
     dist_aliases: dict[str, str] = Field(default_factory=dict)
+    indexes: list[PipIndex] = Field(default_factory=list)
+    # Why the repository carries no lock for this set (an index it cannot reach); empty: locked.
+    unlocked: str = ""
+    # Where each pinned value comes from: component -> docs page, release note or
+    # repository + path + tag.
+    sources: dict[str, str | list[str]] = Field(default_factory=dict)
 
     @field_validator("vllm_ascend", "vllm", "cann", "torch", "torch_npu", "hdk", mode="before")
     @classmethod
     def _as_text(cls, value: Any) -> str | None:
         return None if value is None else str(value)
 
-    @field_validator("python", mode="before")
+    @field_validator("python", "hdk_supported", mode="before")
     @classmethod
     def _python_as_text(cls, value: Any) -> Any:
         return [str(v) for v in value] if isinstance(value, list) else value
@@ -81,39 +114,45 @@ class StackSet(BaseModel):
                     f"set {self.name}: an ascend set needs "
                     + ", ".join(missing + ([] if self.chips else ["chips"]))
                 )
+            if not self.hdk_accepts(str(self.hdk)):
+                raise ValueError(f"set {self.name}: hdk {self.hdk} is not in its hdk_supported")
         else:
             present = [k for k, v in npu_only.items() if v] + (["chips"] if self.chips else [])
+            present += ["hdk_supported"] if self.hdk_supported else []
             if present:
                 raise ValueError(f"set {self.name}: a cpu set has no {', '.join(present)}")
+        unsourced = [k for k in (*COMPONENTS, "python", "glibc", "hdk_supported")
+                     if getattr(self, k) and k not in self.sources]
+        if unsourced:
+            raise ValueError(f"set {self.name}: no source given for {', '.join(unsourced)}")
         return self
+
+    def lock_architectures(self) -> list[str]:
+        return self.architectures or ["aarch64"]
+
+    def hdk_accepts(self, version: str) -> bool:
+        """Whether an installed driver version is one of the set's supported HDK releases.
+
+        Drivers print lower-case release candidates (``25.3.rc1``) where release notes write
+        ``25.3.RC1``; a hot patch (``25.0.rc1.2.sph001``) belongs to its base release.
+        """
+        return hdk_accepts(self.hdk_supported, version)
 
     def component(self, key: str) -> str | None:
         value = getattr(self, key)
         return None if value is None else str(value)
 
-    def requirements(self) -> list[list[str]]:
-        """pip requirement lines, in install stages (each stage is one pip run)."""
-        if self.platform == "cpu":
-            return [[f"{self.vllm_dist}=={self.vllm}", f"torch=={self.torch}", *self.extras]]
-        return [
-            [f"{self.vllm_dist}=={self.vllm}"],
-            [
-                f"vllm-ascend=={self.vllm_ascend}",
-                f"torch=={self.torch}",
-                f"torch-npu=={self.torch_npu}",
-                *self.extras,
-            ],
-        ]
-
     def alias_version(self) -> str:
         """Version of an aliased distribution: the platform as local label (0.32.0+cpu)."""
         return f"{self.vllm}+{self.platform}"
 
-    def distributions(self) -> dict[str, str]:
+    def distributions(self, aliases: bool = True) -> dict[str, str]:
         """Distribution name -> the version an environment of this set must hold."""
         wanted = {self.vllm_dist: self.vllm, "torch": self.torch}
         if self.platform == "ascend":
             wanted |= {"vllm-ascend": str(self.vllm_ascend), "torch-npu": str(self.torch_npu)}
+        if not aliases:
+            return wanted
         return wanted | {alias: self.alias_version() for alias in self.dist_aliases}
 
     def imports(self) -> list[str]:
@@ -126,7 +165,8 @@ class StackSet(BaseModel):
         """The set as Ansible sees it: every field plus what an environment must hold."""
         return {
             **self.model_dump(),
-            "requirements": self.requirements(),
+            "lock_targets": [f"py{py}-{arch}" for arch in self.lock_architectures()
+                             for py in self.python],
             "distributions": self.distributions(),
             "imports": self.imports(),
             "alias_version": self.alias_version(),
