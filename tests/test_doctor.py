@@ -45,6 +45,7 @@ from ascend_serve.doctor import (
     Context,
     Finding,
     HostResult,
+    classify_journal,
     collector_command,
     diagnose,
     examine,
@@ -272,8 +273,8 @@ FAULTS: dict[str, tuple[Callable[[Sections], None], str]] = {
     "firmware-version-mismatch": (lambda s: _sub(s, "firmware", "out", r'"version":"[^"]+"',
                                                  '"version":"7.7.0.1.100"'), "7.7.0.1.100"),
     "cann-version-mismatch": (lambda s: _sub(
-        s, "kernels.info:/usr/local/Ascend/cann-8.5.0", "text", r"^Version=.*$",
-        "Version=8.3.RC2"), "kernels/ops 8.3.RC2"),
+        s, "kernels.info:/usr/local/Ascend/cann-8.5.0", "text", r"^version_dir=.*$",
+        "version_dir=8.3.RC2"), "kernels/ops 8.3.RC2"),
     "python-env-mismatch": (lambda s: _sub(s, "python_env", "out", r'"vllm": "0.32.0\+cpu"',
                                            '"vllm": "0.31.0+cpu"'), "vllm 0.31.0+cpu"),
     "stack-set-mixed": (lambda s: _edit_fact(s, "ascend_python_env", platform="ascend",
@@ -358,6 +359,16 @@ def test_every_known_problem_has_a_test_or_a_recording() -> None:
     assert set(KNOWN_PROBLEMS) <= covered, set(KNOWN_PROBLEMS) - covered
 
 
+def test_a_version_file_in_an_unknown_layout_is_named_not_taken_for_missing() -> None:
+    """The vendor's files are read by ascend_files (the real layouts); an unknown one is said."""
+    sections = recording("a2-healthy")
+    _set_text(sections, "nnal.version_info", "version=8.5.0\npackage_name=Ascend-cann-nnal\n")
+    found = [f for f in run_checks(sections) if f.id == "cann-version-mismatch"]
+    assert len(found) == 1 and "NNAL (ATB) missing" in found[0].detail
+    assert any("nnal/atb/latest/version.info: line 1 'version=8.5.0'" in line
+               for line in found[0].evidence), found[0].evidence
+
+
 def test_swap_the_host_refuses_is_information_only() -> None:
     sections = recording("a2-healthy")
     _edit_fact(sections, "ascend_swap", size_gb=64, active=False,
@@ -387,6 +398,24 @@ def test_an_oom_of_an_earlier_start_is_not_reported_after_a_good_restart() -> No
     assert "service-oom" not in {f.id for f in run_checks(sections)}
     assert latest_run(sections["journal"]["out"])[0].endswith(
         "Starting ascend-vllm.service - vLLM: tiny-deepseek-v3 (tiny-deepseek-v3)...")
+
+
+def test_output_logged_before_systemds_start_line_belongs_to_that_start() -> None:
+    """Seen in the main job under load: journald put the failing server's output (same second)
+    before systemd's "Starting" line of its start; it is that start's output all the same."""
+    journal = (
+        "2026-12-04T22:01:20+0000 n launch.sh[10205]: INFO:     Shutting down\n"
+        "2026-12-04T22:01:28+0000 n systemd[1]: Stopped ascend-vllm.service - vLLM.\n"
+        "2026-12-04T22:01:28+0000 n oom.sh[17493]: RuntimeError: NPU out of memory. Tried to "
+        "allocate 2.00 GiB\n"
+        "2026-12-04T22:01:28+0000 n systemd[1]: Starting ascend-vllm.service - vLLM...\n"
+        "2026-12-04T22:01:28+0000 n systemd[1]: Started ascend-vllm.service - vLLM.\n"
+        "2026-12-04T22:01:28+0000 n systemd[1]: ascend-vllm.service: Main process exited, "
+        "code=exited, status=1/FAILURE\n")
+    run = latest_run(journal)
+    assert run[0].endswith("RuntimeError: NPU out of memory. Tried to allocate 2.00 GiB")
+    assert len(run) == 4
+    assert "service-oom" in classify_journal(run)
 
 
 def test_what_a_user_without_rights_cannot_read_is_said() -> None:

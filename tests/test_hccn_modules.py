@@ -380,6 +380,8 @@ def test_facts_report_unreadable_devices_and_answers(tool: str) -> None:
         ("ip address = 198.51.100.1\nnetmask = 255.255.255.0", ("198.51.100.1", MASK)),
         ("hccn_tool: get ip failed, ip is not configured\n", (None, None)),
         ("ipaddr:\nnetmask:\n", (None, None)),
+        ("", (None, None)),  # the corpus's ip-g-dev2-empty-fixture: no address, no output
+        ("\n", (None, None)),
     ],
 )
 def test_parse_ip(text: str, expected: tuple[str | None, str | None]) -> None:
@@ -388,7 +390,7 @@ def test_parse_ip(text: str, expected: tuple[str | None, str | None]) -> None:
 
 @pytest.mark.parametrize(
     "text",
-    ["", "Segmentation fault\n", "hccn_tool: get ip failed\n", "ipaddr:198.51.100.1\n",
+    ["Segmentation fault\n", "hccn_tool: get ip failed\n", "ipaddr:198.51.100.1\n",
      "ipaddr:not-an-ip\nnetmask:255.255.255.0\n", "ipaddr:198.51.100.1\nnetmask:255.0.255.0\n",
      "usage: hccn_tool -i <device_id> ...\n"],
 )
@@ -451,11 +453,11 @@ def test_getter_parsers_reject_bad_values(parser: str, text: str) -> None:
         getattr(hccn, parser)(text)
 
 
-SIM_PING = (
+SIM_PING = (  # the layout of tests/data/corpus/hccn_tool/ping-g-loop-8dev-ok-a2-mindie.txt
     "device 0 PING 198.51.100.2\n"
-    "recv seq=0,time=0.081ms\n"
-    "recv seq=1,time=0.047ms\n"
-    "recv seq=2,time=0.044ms\n"
+    "recv seq=0,time=0.081000ms\n"
+    "recv seq=1,time=0.047000ms\n"
+    "recv seq=2,time=0.044000ms\n"
     "3 packets transmitted, 3 received, 0.00% packet loss\n"
 )
 
@@ -475,7 +477,8 @@ def test_parse_ping() -> None:
     ("rc", "out", "err", "ok", "error"),
     [
         (0, SIM_PING, "", True, None),
-        (1, "device 0 PING 198.51.100.9\n3 packets transmitted, 0 received, 100.00% packet loss\n",
+        (1, "device 0 PING 198.51.100.9\nrecv time out seq=0\nrecv time out seq=1\n"
+            "recv time out seq=2\n3 packets transmitted, 0 received, 100.00% packet loss\n",
          "", False, "no reply (0 of 3 received)"),
         (0, "3 packets transmitted, 0 received, 100% packet loss\n", "", False,
          "no reply (0 of 3 received)"),

@@ -38,17 +38,27 @@ def test_a2_hosts_follow_each_other_in_one_subnet_skipping_the_gateway() -> None
 
 
 def test_a3_hosts_have_16_devices_and_honour_offset_and_index() -> None:
+    # An A3 fleet's default layout is dual_plane: the two dies of one NPU on two subnets.
     result = plan(_fleet({"name": "a3-0", "chip": "910C"}, {"name": "a3-1", "chip": "A3"},
                          {"name": "a3-7", "chip": "910C", "index": 7},
-                         subnets="10.20.0.0/23", offset=10))
+                         subnets=["10.20.0.0/23", "10.22.0.0/23"], offset=10))
+    assert result.layout == "dual_plane"
     assert len(result.hosts["a3-0"].devices) == 16
-    # ordinal = 10 + index * 16 + device; usable address n is 10.20.0.(n + 1)
-    assert _addresses(result, "a3-0")[0] == "10.20.0.11"
-    assert _addresses(result, "a3-1")[0] == "10.20.0.27"
-    assert _addresses(result, "a3-1")[15] == "10.20.0.42"
-    assert _addresses(result, "a3-7")[15] == "10.20.0.138"
+    # ordinal = 10 + index * 8 + device // 2; usable address n is 10.2x.0.(n + 1)
+    assert _addresses(result, "a3-0")[:2] == ["10.20.0.11", "10.22.0.11"]
+    assert _addresses(result, "a3-1")[0] == "10.20.0.19"
+    assert _addresses(result, "a3-1")[15] == "10.22.0.26"
+    assert _addresses(result, "a3-7")[15] == "10.22.0.74"
     assert result.hosts["a3-1"].devices[0].netmask == "255.255.254.0"
     assert result.hosts["a3-1"].devices[0].gateway is None
+
+
+def test_a3_hosts_never_share_one_subnet() -> None:
+    with pytest.raises(NetPlanError, match=r"910C \(A3\) hosts cannot share one subnet: the "
+                       r"two dies of one NPU must be on different subnets"):
+        plan(_fleet({"name": "a3-0", "chip": "910C"}, subnets="10.20.0.0/23", layout="single"))
+    with pytest.raises(NetPlanError, match="layout dual_plane needs 2 subnets"):
+        plan(_fleet({"name": "a3-0", "chip": "910C"}, subnets="10.20.0.0/23"))
 
 
 def test_old_910_pairs_devices_0_4_1_5_2_6_3_7_into_four_subnets() -> None:
@@ -62,6 +72,110 @@ def test_old_910_pairs_devices_0_4_1_5_2_6_3_7_into_four_subnets() -> None:
     for device in range(4):  # device d and d + 4 share a subnet; 0-3 are in four subnets
         assert old0[device].rsplit(".", 1)[0] == old0[device + 4].rsplit(".", 1)[0]
     assert len({a.rsplit(".", 1)[0] for a in old0[:4]}) == 4
+
+
+A3_PLANES = [{"cidr": "10.20.0.0/24", "gateway": "10.20.0.254"}, "10.21.0.0/24"]
+RAILS = [f"192.168.{n}.0/24" for n in range(100, 108)]
+
+
+def test_a3_dual_plane_puts_the_two_dies_of_an_npu_in_different_subnets() -> None:
+    result = plan(_fleet({"name": "a3-0", "chip": "A3"}, {"name": "a3-1", "chip": "910C"},
+                         subnets=A3_PLANES, layout="dual_plane"))
+    a3_0, a3_1 = _addresses(result, "a3-0"), _addresses(result, "a3-1")
+    # even devices (die 0) in the first subnet, odd devices (die 1) in the second
+    assert a3_0[:4] == ["10.20.0.1", "10.21.0.1", "10.20.0.2", "10.21.0.2"]
+    assert a3_0[14:] == ["10.20.0.8", "10.21.0.8"]
+    assert a3_1[0] == "10.20.0.9" and a3_1[15] == "10.21.0.16"
+    for npu in range(8):  # die 0 and die 1 of every NPU: different subnets
+        assert a3_0[2 * npu].split(".")[1] != a3_0[2 * npu + 1].split(".")[1]
+    assert result.layout == "dual_plane"
+    dev1 = result.hosts["a3-1"].devices[1]
+    assert (dev1.netmask, dev1.gateway) == ("255.255.255.0", None)
+    assert result.hosts["a3-1"].devices[0].gateway == "10.20.0.254"
+
+
+def test_rail_gives_each_device_position_its_own_subnet() -> None:
+    result = plan(_fleet({"name": "n0", "chip": "910B"}, {"name": "n1", "chip": "910B"},
+                         subnets=RAILS, layout="rail", offset=9))
+    assert _addresses(result, "n0") == [f"192.168.{100 + d}.10" for d in range(8)]
+    assert _addresses(result, "n1") == [f"192.168.{100 + d}.11" for d in range(8)]
+    a3 = plan(_fleet({"name": "a3", "chip": "910C"}, layout="rail",
+                     subnets=[f"10.{n}.0.0/24" for n in range(16)]))
+    assert _addresses(a3, "a3")[15] == "10.15.0.1"
+
+
+def test_explicit_four_plane_is_the_old_910_default() -> None:
+    fleet = _fleet({"name": "old-0", "chip": "910"}, subnets=OLD_910_SUBNETS)
+    assert plan({**fleet, "layout": "four_plane"}) == plan(fleet)
+    assert plan(fleet).layout == "four_plane"
+
+
+def test_real_address_plans_of_the_corpus_fit_the_layouts() -> None:
+    """Explicit addresses read from real ``hccn_tool -ip -g`` loops (tests/data/corpus)."""
+    four_planes = ["192.1.45.172", "192.2.167.33", "192.3.103.252", "192.4.166.202",
+                   "192.1.157.81", "192.2.8.198", "192.3.26.213", "192.4.32.120"]
+    planned = plan(_fleet({"name": "worker-9", "chip": "910", "addresses": four_planes},
+                          subnets=[f"192.{n}.0.0/16" for n in range(1, 5)]))
+    assert _addresses(planned, "worker-9") == four_planes
+    one_subnet = [f"11.12.165.{n}" for n in range(80, 88)]
+    planned = plan(_fleet({"name": "a2", "chip": "910B", "addresses": one_subnet},
+                          subnets=[{"cidr": "11.12.165.0/24", "gateway": "11.12.165.1",
+                                    "netdetect": "11.12.165.1"}]))
+    assert _addresses(planned, "a2") == one_subnet
+
+
+def test_rail_duplicates_and_overlaps_name_both() -> None:
+    explicit = [f"192.168.{100 + d}.{2 if d == 5 else 40}" for d in range(8)]
+    with pytest.raises(NetPlanError) as caught:
+        plan(_fleet({"name": "node-a", "chip": "910B"}, {"name": "node-b", "chip": "910B"},
+                    {"name": "node-c", "chip": "910B", "addresses": explicit},
+                    subnets=RAILS, layout="rail"))
+    assert caught.value.problems == [
+        "192.168.105.2 is assigned to both host node-b device 5 and host node-c device 5"]
+    with pytest.raises(NetPlanError) as caught:
+        plan(_fleet({"name": "a", "chip": "910B"}, layout="rail",
+                    subnets=[*RAILS[:7], "192.168.100.0/23"]))
+    assert caught.value.problems == ["subnets 192.168.100.0/24 and 192.168.100.0/23 overlap",
+                                     "subnets 192.168.101.0/24 and 192.168.100.0/23 overlap"]
+
+
+def test_hccn_conf_of_a_dual_plane_host_has_each_subnet_mask() -> None:
+    result = plan(_fleet({"name": "a3", "chip": "910C"}, layout="dual_plane",
+                         subnets=["10.20.0.0/24", "10.21.0.0/16"]))
+    text = hccn_conf(result.hosts["a3"])
+    assert "address_0=10.20.0.1\nnetmask_0=255.255.255.0\n" in text
+    assert "address_1=10.21.0.1\nnetmask_1=255.255.0.0\n" in text
+
+
+@pytest.mark.parametrize(
+    ("fleet", "message"),
+    [
+        (_fleet({"name": "a", "chip": "910B"}, layout="dual_plane", subnets=A3_PLANES),
+         "layout dual_plane is for 910C (A3: the two dies of one NPU on different subnets); "
+         "this plan has 910B hosts"),
+        (_fleet({"name": "a", "chip": "910C"}, layout="dual_plane", subnets=RAILS[:3]),
+         "layout dual_plane needs 2 subnets (even devices, die 0 of each NPU, in the first; odd "
+         "devices, die 1, in the second); got 3"),
+        (_fleet({"name": "a", "chip": "910C"}, layout="rail", subnets=RAILS),
+         "layout rail needs one subnet per device position: 16 for 910C; got 8"),
+        (_fleet({"name": "a", "chip": "910B"}, {"name": "b", "chip": "910C"}, layout="rail",
+                subnets=RAILS),
+         "layout rail needs the same number of devices on every host; this plan mixes 910B (8) "
+         "and 910C (16)"),
+        (_fleet({"name": "a", "chip": "910B"}, layout="four_plane", subnets=OLD_910_SUBNETS),
+         "layout four_plane is the old 910's; this plan has 910B hosts (use single, dual_plane "
+         "or rail)"),
+        (_fleet({"name": "a", "chip": "910"}, layout="single"),
+         "the old 910 uses four_plane or rail, not a single subnet"),
+        (_fleet({"name": "a", "chip": "910B"}, layout="planes"),
+         "layout: Input should be 'single', 'four_plane', 'dual_plane' or 'rail'"),
+    ],
+    ids=["dual-a2", "dual-3", "rail-count", "rail-mixed", "four-a2", "single-910", "unknown"],
+)
+def test_layout_problems(fleet: dict[str, Any], message: str) -> None:
+    with pytest.raises(NetPlanError) as caught:
+        plan(fleet)
+    assert message in caught.value.problems
 
 
 def test_gateway_and_netdetect_are_skipped_inside_the_range() -> None:
@@ -147,7 +261,7 @@ def test_explicit_address_problems(fleet: dict[str, Any], message: str) -> None:
         (_fleet({"name": "a", "chip": "910"}),
          "old 910 needs 4 subnets (devices 0/4, 1/5, 2/6, 3/7 share one each)"),
         (_fleet({"name": "a", "chip": "910B"}, subnets=OLD_910_SUBNETS),
-         "910B/910C put all devices of a host in one subnet; got 4"),
+         "910B puts all devices of a host in one subnet; got 4"),
         (_fleet({"name": "a", "chip": "910"},
                 subnets=[*OLD_910_SUBNETS[:3], "192.168.100.128/25"]),
          "subnets 192.168.100.0/24 and 192.168.100.128/25 overlap"),
@@ -228,6 +342,9 @@ def test_filters_match_the_package_and_raise_ansible_errors() -> None:
     assert planned == plan(fleet).model_dump()
     assert planned["hosts"]["b"]["devices"][0]["address"] == "192.168.100.10"
     assert filters["hccn_conf"](planned["hosts"]["a"]) == hccn_conf(plan(fleet).hosts["a"])
+    dual = _fleet({"name": "a3", "chip": "910C"}, layout="dual_plane", subnets=A3_PLANES)
+    assert filters["device_ip_plan"](dual) == plan(dual).model_dump()
+    assert filters["device_ip_plan"](dual)["layout"] == "dual_plane"
     errors = importlib.import_module("ansible.errors")
     with pytest.raises(errors.AnsibleFilterError, match="host a device 0 and host b device 0"):
         filters["device_ip_plan"](

@@ -28,7 +28,10 @@ def test_npu_smi_info_parser_reads_every_layout(model: str, chips: int, name: st
     assert len(parsed["chips"]) == chips
     assert {c["name"] for c in parsed["chips"]} == {name}
     assert [c["health"] for c in parsed["chips"]].count("Critical") == 1
-    assert parsed["chips"][-1] == {"npu": node.chips[-1].npu, "name": name, "health": "Critical"}
+    last = parsed["chips"][-1]
+    assert {k: last[k] for k in ("npu", "name", "health")} == {
+        "npu": node.chips[-1].npu, "name": name, "health": "Critical"}
+    assert last["bus_id"] == node.chips[-1].bus_id
 
 
 def test_npu_smi_board_page_parser() -> None:
@@ -47,22 +50,32 @@ def _info(path: Path, text: str) -> None:
     path.write_text(text)
 
 
+CORPUS = Path(__file__).parent / "data/corpus/versions"
+
+
+def _sample(name: str) -> str:
+    return (CORPUS / f"{name}.txt").read_text()
+
+
 def test_cann_facts_finds_both_toolkit_layouts(tmp_path: Path) -> None:
+    """Files in the layouts of real installs (tests/data/corpus/versions)."""
     base = tmp_path / "Ascend"
     _info(base / "ascend-toolkit/8.3.RC2/aarch64-linux/ascend_toolkit_install.info",
-          "package_name=Ascend-cann-toolkit\nversion=8.3.RC2\n")
+          _sample("toolkit-install-info-8.3.RC2-aarch64"))
     (base / "ascend-toolkit/latest").symlink_to("8.3.RC2")
-    _info(base / "cann-8.5.0/aarch64-linux/ascend_toolkit_install.info", "version=8.5.0\n")
-    _info(base / "cann-8.5.0/opp_kernel/version.info", "Version=8.5.0\n")
-    _info(base / "nnal/atb/8.5.0/version.info", "version=8.5.0\n")
-    (base / "nnal/atb/latest").symlink_to("8.5.0")
-    _info(base / "driver/version.info", "Version=25.5.0\npackage_version=25.5.0\n")
-    toolkits = cann_facts.find_toolkits(str(base))
+    _info(base / "cann-8.5.0/aarch64-linux/ascend_toolkit_install.info",
+          _sample("toolkit-install-info-8.3.RC2-aarch64").replace("8.3.RC2", "8.5.0"))
+    _info(base / "cann-8.5.0/opp/version.info", _sample("opp-version-8.5.0.2.220-pypto-doc"))
+    _info(base / "nnal/atb/8.2.RC1/version.info", _sample("nnal-atb-8.2.RC1.B150"))
+    (base / "nnal/atb/latest").symlink_to("8.2.RC1")
+    _info(base / "driver/version.info", _sample("driver-25.0.rc1.1"))
+    state = cann_facts.cann_state(str(base))
     # The "latest" link is not followed, so each toolkit is found once.
-    assert toolkits == [
+    assert state["toolkits"] == [
         {"version": "8.3.RC2", "root": str(base / "ascend-toolkit/8.3.RC2"), "kernels_version": ""},
         {"version": "8.5.0", "root": str(base / "cann-8.5.0"), "kernels_version": "8.5.0"},
     ]
-    assert cann_facts._value(str(base / "nnal/atb/latest/version.info"), "version") == "8.5.0"
-    assert cann_facts._value(str(base / "driver/version.info"), "Version") == "25.5.0"
-    assert cann_facts._value(str(base / "missing"), "Version") == ""
+    assert state["nnal_version"] == "8.2.RC1"
+    assert state["driver_version"] == "25.0.rc1.1"
+    assert cann_facts.cann_state(str(tmp_path / "missing")) == {
+        "driver_version": "", "toolkits": [], "nnal_version": ""}

@@ -179,7 +179,8 @@ def test_set_ip_makes_a_real_nic_and_ping_crosses_nodes(pair: tuple[SimNode, Sim
     assert proc.returncode == 0, proc.stderr
     lines = proc.stdout.splitlines()
     assert lines[0] == "device 0 PING 198.51.100.2"
-    assert all(re.fullmatch(r"recv seq=\d+,time=\d+\.\d{3}ms", line) for line in lines[1:-1])
+    # as the real tool (tests/data/corpus/hccn_tool/ping-g-loop-8dev-ok-a2-mindie.txt)
+    assert all(re.fullmatch(r"recv seq=\d+,time=\d+\.\d{6}ms", line) for line in lines[1:-1])
     assert summary(proc.stdout) == (3, 3, "0.00")
 
     proc = b.ping(0, "198.51.100.1", "pkt", "2")
@@ -191,10 +192,12 @@ def test_ping_to_an_absent_peer_fails(pair: tuple[SimNode, SimNode]) -> None:
     a, _ = pair
     a.set_ip(0, "198.51.100.1")
 
-    proc = a.ping(0, "198.51.100.99", "pkt", "1")
+    proc = a.ping(0, "198.51.100.99", "pkt", "2")
 
     assert proc.returncode == 1
-    assert summary(proc.stdout) == (1, 0, "100.00")
+    # each lost request as the real tool prints it (ping-g-partial-loss-33pct-mindie-doc.txt)
+    assert proc.stdout.splitlines()[1:3] == ["recv time out seq=0", "recv time out seq=1"]
+    assert summary(proc.stdout) == (2, 0, "100.00")
 
 
 def test_set_ip_is_idempotent_and_a_new_address_replaces_the_old(
@@ -309,7 +312,7 @@ def test_set_ip_without_cap_net_admin_fails(pair: tuple[SimNode, SimNode]) -> No
     assert proc.stderr == (
         "hccn_tool: set ip failed, operation not permitted (CAP_NET_ADMIN is needed)\n"
     )
-    assert a.ok("-i", "0", "-ip", "-g") == "hccn_tool: get ip failed, ip is not configured\n"
+    assert a.ok("-i", "0", "-ip", "-g") == ""  # no address: no output, as the real tool
     assert "npu0" not in ip("-n", a.ns, "-o", "link", "show")
 
 

@@ -120,9 +120,10 @@ class Sim:
     def path(self, node_path: str) -> Path:
         return self.root / node_path.lstrip("/")
 
-    def kv(self, node_path: str) -> dict[str, str]:
+    def kv(self, node_path: str, sep: str = "=") -> dict[str, str]:
         lines = self.path(node_path).read_text().splitlines()
-        return dict(line.split("=", 1) for line in lines if "=" in line)
+        pairs = (line.strip().split(sep, 1) for line in lines if sep in line)
+        return {key: value for key, value in pairs}
 
     def npu_smi(self, *args: str) -> subprocess.CompletedProcess[str]:
         """Run the ``npu-smi`` the driver installed, as the node would."""
@@ -205,7 +206,14 @@ def test_extract_noexec_unpacks_without_installing(sim: Sim, tmp_path: Path) -> 
         (Package("toolkit", "8.3.RC2"), "Ascend-cann-toolkit_8.3.RC2_linux-aarch64.run"),
         (Package("kernels", "8.3.RC2"), "Ascend-cann-kernels-910b_8.3.RC2_linux-aarch64.run"),
         (Package("kernels", "8.3.RC2", "a3"), "Atlas-A3-cann-kernels_8.3.RC2_linux-aarch64.run"),
-        (Package("kernels", "8.5.0", "a3"), "Atlas-A3-cann-kernels_8.5.0_linux-aarch64.run"),
+        # renamed to ops from CANN 8.5.0 (Ascend/cann-container-image cann/8.5.0-a3 Dockerfile)
+        (Package("kernels", "8.5.0", "a3"), "Ascend-cann-A3-ops_8.5.0_linux-aarch64.run"),
+        (Package("kernels", "8.5.1"), "Ascend-cann-910b-ops_8.5.1_linux-aarch64.run"),
+        # A3 HDK names, and the driver's x86 name linux-x86-64 (Ascend/docs package_info.js)
+        (Package("driver", "25.3.rc1", "a3"), "Atlas-A3-hdk-npu-driver_25.3.rc1_linux-aarch64.run"),
+        (Package("firmware", "7.8.0.2.212", "a3"), "Atlas-A3-hdk-npu-firmware_7.8.0.2.212.run"),
+        (Package("driver", "25.0.rc1.1", arch="x86_64"),
+         "Ascend-hdk-910b-npu-driver_25.0.rc1.1_linux-x86-64.run"),
         (Package("kernels", "9.1.0"), "Ascend-cann-910b-ops_9.1.0_linux-aarch64.run"),
         (Package("kernels", "10.0.RC1"), "Ascend-cann-910b-ops_10.0.RC1_linux-aarch64.run"),
         (Package("nnal", "8.3.RC2"), "Ascend-cann-nnal_8.3.RC2_linux-aarch64.run"),
@@ -453,26 +461,31 @@ def test_cann_order_toolkit_kernels_nnal(sim: Sim) -> None:
     sim.ok("toolkit", "--install", "--quiet")
     home = f"{TOOLKIT}/{CANN_83}"
     assert sim.path(home).is_dir()
+    # latest is a real directory of per-component links (corpus ls-toolkit-latest-8.2.RC2-symlinks)
     latest = sim.path(f"{TOOLKIT}/latest")
-    assert latest.is_symlink()
-    assert os.readlink(latest) == CANN_83
+    assert latest.is_dir() and not latest.is_symlink()
+    assert os.readlink(latest / "opp") == f"../{CANN_83}/opp"
     info = sim.kv(f"{TOOLKIT}/latest/{ARCH}-linux/ascend_toolkit_install.info")
     assert info["version"] == CANN_83
     assert info["package_name"] == "Ascend-cann-toolkit"
     assert info["path"] == f"{home}/{ARCH}-linux"
     set_env = sim.path(f"{TOOLKIT}/set_env.sh").read_text()
-    assert f"export ASCEND_TOOLKIT_HOME={home}\n" in set_env
+    # up to CANN 8.3 the vendor's set_env.sh points at latest (corpus set-env-derived-ENV extract)
+    assert f"export ASCEND_TOOLKIT_HOME={TOOLKIT}/latest\n" in set_env
     assert sim.kv("/etc/Ascend/ascend_cann_install.info")["Version"] == CANN_83
 
     assert "needs Ascend-cann-toolkit 8.5.0" in sim.refused("kernels85", "--install", "--quiet")
     sim.ok("kernels", "--install", "--quiet")
+    # the release is version_dir=; Version= is an internal build (corpus opp-kernel-version-*)
     kernels = sim.kv(f"{home}/opp_kernel/version.info")
-    assert kernels["Version"] == CANN_83
-    assert kernels["package_name"] == "Ascend-cann-kernels-910b"
+    assert kernels["version_dir"] == CANN_83
+    assert kernels["Version"] != CANN_83
+    assert os.readlink(latest / "opp_kernel") == f"../{CANN_83}/opp_kernel"
 
     sim.ok("nnal", "--install", "--quiet")
     atb = "/usr/local/Ascend/nnal/atb"
-    assert sim.kv(f"{atb}/latest/version.info")["version"] == CANN_83
+    # ATB's "    key : value" form (corpus nnal-atb-*)
+    assert sim.kv(f"{atb}/latest/version.info", " : ")["Ascend-cann-atb"] == CANN_83
     assert sim.path(f"{atb}/latest/atb/cxx_abi_1/lib/libatb.so").is_file()
     assert f"ATB_HOME_PATH={atb}/latest/atb/cxx_abi_1" in sim.path(f"{atb}/set_env.sh").read_text()
 
@@ -490,7 +503,9 @@ def test_toolkit_85_lives_under_cann_version(sim: Sim) -> None:
     info = sim.kv(f"{home}/{ARCH}-linux/ascend_toolkit_install.info")
     assert info["version"] == CANN_85
     assert f"export ASCEND_HOME_PATH={home}\n" in sim.path(f"{home}/set_env.sh").read_text()
-    assert sim.kv(f"{home}/opp_kernel/version.info")["Version"] == CANN_85
+    # from CANN 8.5 the ops release is in opp/version.info (corpus opp-version-8.5.0.2.220)
+    assert sim.kv(f"{home}/opp/version.info")["version_dir"] == CANN_85
+    assert not sim.path(f"{home}/opp_kernel").exists()
     assert not sim.path(TOOLKIT).exists()
 
 

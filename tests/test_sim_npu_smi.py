@@ -92,9 +92,10 @@ def test_310p_layout_has_device_column_and_no_hbm() -> None:
     table = npu_smi.render_info(asdict(models.make_node("atlas300i-duo")), DRIVER)
     lines = table.splitlines()
 
-    assert lines[4].startswith("| Chip  Device              | Bus-Id")
+    # The real 310P frame (tests/data/corpus/npu-smi/310p3-duo-24.1.0.1-8chip): 106 wide.
+    assert lines[4].startswith("| Chip    Device                | Bus-Id")
     assert "HBM" not in table
-    assert all(len(line) == 98 for line in lines)
+    assert all(len(line) == 106 for line in lines)
     rows = chip_rows(table)
     assert len(rows) == 2
     assert {name[1] for name, _ in rows} == {"310P3"}
@@ -285,8 +286,9 @@ def test_health_page_reports_unhealthy_chip(run: Run, node_file: Path, state: st
     assert sick["Error Code"] != "NA"
     assert well == {"Health Status": "OK", "Error Code": "NA", "Error Information": "NA"}
     assert [name[2] for name, _ in chip_rows(table)] == ["OK", "OK", state] + ["OK"] * 5
+    # The real board page has no faulty-chip count (910-23.0.5-info-t-board-doc).
     board = kv(run("info", "-t", "board", "-i", "2")[1])
-    assert board["Faulty Chip Count"] == "1"
+    assert "Faulty Chip Count" not in board
 
 
 def test_health_page_worst_chip_of_an_a3_card(run: Run, node_file: Path) -> None:

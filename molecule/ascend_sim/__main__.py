@@ -104,7 +104,7 @@ def node_up(
 
 def pins_by_role(sums: dict[str, str]) -> dict[str, dict[str, str]]:
     """Group pinned checksums the way the roles take them (npu_driver_sha256, cann_sha256)."""
-    driver = {k: v for k, v in sums.items() if k.startswith("Ascend-hdk-")}
+    driver = {k: v for k, v in sums.items() if k.startswith(("Ascend-hdk-", "Atlas-A3-hdk-"))}
     cann = {k: v for k, v in sums.items() if k not in driver}
     return {"npu_driver_sha256": driver, "cann_sha256": cann}
 

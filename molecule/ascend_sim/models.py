@@ -79,6 +79,8 @@ class Node:
     serial_prefix: str = "102408"
     faults: dict[str, Any] = field(default_factory=dict)
     device_net: dict[str, dict[str, str]] = field(default_factory=dict)
+    # Processes npu-smi lists below the chip table: {"npu", "chip", "pid", "name", "memory_mb"}.
+    npu_processes: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def spec(self) -> ChipSpec:
@@ -106,6 +108,7 @@ class Node:
             serial_prefix=data.get("serial_prefix", "102408"),
             faults=dict(data.get("faults", {})),
             device_net=dict(data.get("device_net", {})),
+            npu_processes=[dict(p) for p in data.get("npu_processes", [])],
         )
 
     @classmethod
@@ -137,8 +140,9 @@ def make_node(model: str, npus: int | None = None) -> Node:
                     phy_id=phy,
                     name=spec.npu_smi_name,
                     bus_id=bus,
-                    # A3 reports power once per card, on chip 0.
-                    power_w=None if die > 0 else 92.5 + npu,
+                    # A3 reports power once per card, on chip 0; 310P3 prints NA for every
+                    # chip (tests/data/corpus/npu-smi/310p3-*).
+                    power_w=None if die > 0 or spec.family == "310P" else 92.5 + npu,
                     temp_c=38 + (phy % 5),
                     hbm_total_mb=spec.hbm_mb,
                     hbm_used_mb=3340 if spec.hbm_mb else 0,

@@ -66,17 +66,23 @@ class Package:
 
     @property
     def filename(self) -> str:
+        """The vendor's file name (the sources are cited in roles/npu_driver and roles/cann
+        defaults/main.yml, which compute the same names)."""
         v, a, c = self.version, self.arch, self.chip
+        # HDK: A3 is Atlas-A3-hdk-npu-*, the others Ascend-hdk-<chip>-npu-*; the driver's x86
+        # name is linux-x86-64 (CANN's is linux-x86_64).
+        hdk = "Atlas-A3-hdk-npu" if c == "a3" else f"Ascend-hdk-{c}-npu"
         if self.kind == "driver":
-            return f"Ascend-hdk-{c}-npu-driver_{v}_linux-{a}.run"
+            return f"{hdk}-driver_{v}_linux-{a.replace('_', '-')}.run"
         if self.kind == "firmware":
-            return f"Ascend-hdk-{c}-npu-firmware_{v}.run"
+            return f"{hdk}-firmware_{v}.run"
         if self.kind == "toolkit":
             return f"Ascend-cann-toolkit_{v}_linux-{a}.run"
         if self.kind == "kernels":
-            major = int(re.split(r"\D", v, maxsplit=1)[0] or 0)
-            if major >= 9:
-                return f"Ascend-cann-{c}-ops_{v}_linux-{a}.run"
+            # kernels up to CANN 8.3, renamed ops from 8.5.0
+            numbers = [int(n) for n in re.findall(r"\d+", v)[:2]] + [0, 0]
+            if (numbers[0], numbers[1]) >= (8, 5):
+                return f"Ascend-cann-{'A3' if c == 'a3' else c}-ops_{v}_linux-{a}.run"
             if c == "a3":
                 return f"Atlas-A3-cann-kernels_{v}_linux-{a}.run"
             return f"Ascend-cann-kernels-{c}_{v}_linux-{a}.run"

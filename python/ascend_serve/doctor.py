@@ -22,11 +22,18 @@ from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from pydantic import BaseModel, Field
 
-from . import doctor_collect
+from . import doctor_collect, hccn_reader
+from .ascend_files import (
+    AscendFileError,
+    read_component_version_info,
+    read_driver_info,
+    read_nnal_atb_info,
+    read_toolkit_install_info,
+)
 from .console import EXIT_CHECK_FAILED, EXIT_FAILED, EXIT_OK
 from .known_problems import KNOWN_PROBLEMS, Severity
 from .matrix import Matrix, MatrixError, StackSet, resolve
@@ -46,7 +53,9 @@ SEVERITY_ORDER = {"error": 0, "warning": 1, "info": 2}
 # vllm-ascend serves on these PCI device ids (910B = A2, 910C = A3); 0x19e5 is Huawei.
 SUPPORTED_PCI_DEVICES = {"0xd802": "910B (Atlas A2)", "0xd803": "910C (Atlas A3)"}
 UNSUPPORTED_PCI_DEVICES = {"0xd801": "910 / 910 Pro B", "0xd500": "310P", "0xd100": "310"}
-_UNSUPPORTED_NAME = re.compile(r"^(?:910|910A|910Pro[AB]?|910Premium\w*|310\w*)$", re.IGNORECASE)
+# Chip families vllm-ascend does not serve on, as the npu-smi reader derives them from the table
+# (an old 910 on a 24.x driver names itself a bare "910B": tests/data/corpus/npu-smi).
+_UNSUPPORTED_FAMILIES = frozenset({"910", "310", "310P"})
 
 
 class Finding(BaseModel):
@@ -189,7 +198,11 @@ def _finding(pid: str, host: str, detail: str, evidence: Iterable[str] = (),
 
 
 def parse_kv(text: str | None, sep: str = "=") -> dict[str, str]:
-    """``key=value`` lines (vendor info files, env files); comments and blanks skipped."""
+    """``key=value`` lines (env files); comments and blanks skipped.
+
+    The vendor's version files are read by :mod:`ascend_serve.ascend_files` (one reader per
+    format, shared with the collection's modules), never here.
+    """
     result: dict[str, str] = {}
     for line in (text or "").splitlines():
         stripped = line.strip()
@@ -202,6 +215,20 @@ def parse_kv(text: str | None, sep: str = "=") -> dict[str, str]:
             value = value[1:-1]
         result[key] = value
     return result
+
+
+def _file_version(c: Collected, section: str,
+                  reader: Callable[[str, str], dict[str, Any]]) -> tuple[str | None, str | None]:
+    """(release, None) read from a collected version file; (None, why) when it cannot be read;
+    (None, None) when the file was not there."""
+    text = c.text(section)
+    if not text:
+        return None, None
+    path = str(c.sections.get(section, {}).get("path") or section)
+    try:
+        return str(reader(text, path)["version"]) or None, None
+    except AscendFileError as exc:
+        return None, str(exc)
 
 
 def _kv_lines(text: str | None, keys: Iterable[str]) -> list[str]:
@@ -288,7 +315,20 @@ def latest_run(journal: str) -> list[str]:
                 if "Starting " in lines[i]:
                     first = i
                 break
+    # journald orders lines by arrival: a process that fails at once can have its output logged
+    # before systemd's "Starting" line, in the same second. Such lines belong to this run; an
+    # earlier run's output is older, or separated by systemd's lines about its end.
+    started = _stamp(lines[first])
+    while (first > 0 and started and not _SYSTEMD_LINE.search(lines[first - 1])
+           and _stamp(lines[first - 1]) >= started):
+        first -= 1
     return lines[first:]
+
+
+def _stamp(line: str) -> str:
+    """The ``short-iso`` time stamp a journal line starts with ('' when it has none)."""
+    head = line.split(" ", 1)[0]
+    return head if re.match(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d", head) else ""
 
 
 def classify_journal(lines: Sequence[str]) -> dict[str, list[str]]:
@@ -389,7 +429,7 @@ def check_npus(c: Collected, ctx: Context) -> list[Finding]:
             "npu-unsupported", c.host, f"{len(bad_pci)} NPU(s) of model {', '.join(kinds)}",
             [f"PCI {d['address']}: vendor {d.get('vendor')} device {d.get('device')} class "
              f"{d.get('class')}" for d in bad_pci]))
-    driver_installed = bool(parse_kv(c.text("driver.version_info")).get("Version"))
+    driver_installed = bool(_file_version(c, "driver.version_info", read_driver_info)[0])
     result = c.cmd("npu-smi.info")
     if result is None:
         if driver_installed or c.fact("ascend_npu_driver"):
@@ -413,7 +453,7 @@ def check_npus(c: Collected, ctx: Context) -> list[Finding]:
         findings.append(_finding("npu-smi-failed", c.host, "cannot read npu-smi info",
                                  [parse_error or "no chip table"]))
         return findings
-    names = sorted({ch.name for ch in chips if _UNSUPPORTED_NAME.match(ch.name)})
+    names = sorted({ch.name for ch in chips if ch.family in _UNSUPPORTED_FAMILIES})
     if names and not bad_pci:
         findings.append(_finding("npu-unsupported", c.host, f"npu-smi shows {', '.join(names)}",
                                  [f"NPU {ch.npu} chip {ch.chip}: {ch.name}" for ch in chips
@@ -508,12 +548,15 @@ def check_versions(c: Collected, ctx: Context) -> list[Finding]:
     if why:
         unknown.append(f"npu_driver: set {ledger.get('stack_set')}: {why}")
     info_text = c.text("driver.version_info")
-    installed = parse_kv(info_text).get("Version")
+    installed, unreadable = _file_version(c, "driver.version_info", read_driver_info)
     smi = c.cmd("npu-smi.info")
     running = parse_version(smi[1]) if smi and smi[0] == 0 else None
     if chosen is not None and chosen.hdk:
         evidence = [f"{c.sections.get('driver.version_info', {}).get('path', 'version.info')}: "
-                    + (" ".join(_kv_lines(info_text, ["Version"])) or "missing")]
+                    + (" ".join(line.strip() for line in _kv_lines(info_text, ["Version"]))
+                       or "missing")]
+        if unreadable:
+            evidence.append(unreadable)
         if running:
             evidence.append(f"npu-smi reports {running}")
         lines = ", ".join(chosen.hdk_supported)
@@ -577,17 +620,24 @@ def _cann_findings(c: Collected, cann: dict[str, Any], cset: StackSet) -> list[F
     roots = c.value("toolkit.roots") or []
     root = str(cann.get("toolkit_root") or (roots[0] if roots else ""))
     parts: list[tuple[str, str | None, str]] = []
-    toolkit_section = c.sections.get("toolkit.info:" + root, {})
-    parts.append(("toolkit", parse_kv(c.text("toolkit.info:" + root)).get("version"),
-                  str(toolkit_section.get("path") or f"{root}/<arch>-linux/"
-                      "ascend_toolkit_install.info")))
-    kernels_section = c.sections.get("kernels.info:" + root, {})
-    parts.append(("kernels/ops", parse_kv(c.text("kernels.info:" + root)).get("Version"),
-                  str(kernels_section.get("path") or f"{root}/opp_kernel/version.info")))
+    problems: list[str] = []
+
+    def part(what: str, section: str, reader: Callable[[str, str], dict[str, Any]],
+             default_path: str) -> None:
+        version, unreadable = _file_version(c, section, reader)
+        if unreadable:
+            problems.append(unreadable)
+        parts.append((what, version,
+                      str(c.sections.get(section, {}).get("path") or default_path)))
+
+    part("toolkit", "toolkit.info:" + root, read_toolkit_install_info,
+         f"{root}/<arch>-linux/ascend_toolkit_install.info")
+    # The kernels/ops release is version_dir= of opp_kernel/version.info (CANN <= 8.3) or
+    # opp/version.info (8.5+); the collector picked the file by the toolkit's release.
+    part("kernels/ops", "kernels.info:" + root, read_component_version_info,
+         f"{root}/opp_kernel/version.info")
     if cann.get("nnal", True) not in (False, "false", "False"):
-        nnal_path = c.sections.get("nnal.version_info", {}).get("path", "nnal version.info")
-        parts.append(("NNAL (ATB)", parse_kv(c.text("nnal.version_info")).get("version"),
-                      str(nnal_path)))
+        part("NNAL (ATB)", "nnal.version_info", read_nnal_atb_info, "nnal version.info")
     wrong = [(what, version, path) for what, version, path in parts
              if not version or not _versions_equal(version, wanted)]
     if not wrong:
@@ -597,7 +647,7 @@ def _cann_findings(c: Collected, cann: dict[str, Any], cset: StackSet) -> list[F
         ", ".join(f"{what} {version or 'missing'}" for what, version, _ in wrong)
         + f"; set {cset.name} needs CANN {wanted}",
         [f"{path}: {what} {version or 'missing'}" for what, version, path in parts]
-        + [f"set {cset.name} (stack-matrix.yml): CANN {wanted}"])]
+        + problems + [f"set {cset.name} (stack-matrix.yml): CANN {wanted}"])]
 
 
 def _python_env_findings(c: Collected, env: dict[str, Any], eset: StackSet) -> list[Finding]:
@@ -692,30 +742,29 @@ def check_set_env(c: Collected, ctx: Context) -> list[Finding]:
     return findings
 
 
-_LINK = re.compile(r"^\s*link[\s_]*(?:status|state)?\s*[:=][ \t]*([A-Za-z]+)\b",
-                   re.IGNORECASE | re.MULTILINE)
-_HEALTH = re.compile(r"^\s*net[\s_]*health[\s_]*(?:status|state)?\s*[:=][ \t]*(\S[^\r\n]*?)\s*$",
-                     re.IGNORECASE | re.MULTILINE)
-_TLS = re.compile(r"\btls[\s_]*(?:switch|enable|status)\s*(?:\[\s*([01])\s*\]|[:=]\s*([01])\b)",
-                  re.IGNORECASE)
+_T = TypeVar("_T")
+
+
+def _or_none(read: Callable[[str], _T], text: str) -> _T | None:
+    try:
+        return read(text)
+    except hccn_reader.HccnParseError:
+        return None
 
 
 def parse_link(text: str) -> str | None:
-    """``hccn_tool -i N -link -g``: UP, DOWN, ... (None: not an answer); as module_utils/hccn."""
-    match = _LINK.search(text)
-    return match.group(1).upper() if match else None
+    """``hccn_tool -i N -link -g``: UP, DOWN, ... (None: not an answer); the roles' reader."""
+    return _or_none(hccn_reader.parse_link, text)
 
 
 def parse_net_health(text: str) -> str | None:
     """``-net_health -g``: success, fault, ... lower-cased (None: not an answer)."""
-    match = _HEALTH.search(text)
-    return " ".join(match.group(1).split()).lower() if match else None
+    return _or_none(hccn_reader.parse_net_health, text)
 
 
 def parse_tls(text: str) -> bool | None:
     """``-tls -g``: whether TLS is on (None: not an answer)."""
-    match = _TLS.search(text)
-    return (match.group(1) or match.group(2)) == "1" if match else None
+    return _or_none(hccn_reader.parse_tls, text)
 
 
 def check_device_network(c: Collected, ctx: Context) -> list[Finding]:

@@ -65,6 +65,19 @@ def _clip(text: str) -> str:
     return text if len(text) <= MAX_TEXT else "[... cut ...]\n" + text[-MAX_TEXT:]
 
 
+
+def _release_of(info_path: str) -> str:
+    """``version=`` of an ascend_toolkit_install.info (leading whitespace allowed), or ""."""
+    try:
+        with open(info_path, encoding="utf-8", errors="replace") as fh:
+            for line in fh:
+                key, sep, value = line.strip().partition("=")
+                if sep and key == "version":
+                    return value.strip()
+    except OSError:
+        pass
+    return ""
+
 class Collector:
     def __init__(self, facts_dir: str, journal_lines: int, timeout: float) -> None:
         self.facts_dir = facts_dir
@@ -182,15 +195,23 @@ class Collector:
         roots = [str(ledger["toolkit_root"])] if ledger.get("toolkit_root") else sorted(
             glob.glob(os.path.join(base, "cann-*")) + [
                 p for p in glob.glob(os.path.join(base, "ascend-toolkit", "*"))
-                if os.path.isdir(p) and not os.path.islink(p)])
+                # latest: a symlink, or (CANN 8.2.x) a real directory of per-component links
+                if os.path.isdir(p) and not os.path.islink(p) and os.path.basename(p) != "latest"])
         self.value("toolkit.roots", roots)
         for root in roots:
             infos = sorted(glob.glob(os.path.join(root, "*-linux", "ascend_toolkit_install.info")))
+            release = ""
             if infos:
                 self.file("toolkit.info:" + root, infos[0])
+                release = _release_of(infos[0])
             else:
                 self.value("toolkit.info:" + root, None)
-            self.file("kernels.info:" + root, os.path.join(root, "opp_kernel", "version.info"))
+            # kernels/ops: opp_kernel/version.info up to CANN 8.3, opp/version.info from 8.5
+            # (ascend_files.ops_version_info; this program runs alone on the node)
+            match = re.match(r"(\d+)\.(\d+)", release)
+            renamed = match is not None and (int(match.group(1)), int(match.group(2))) >= (8, 5)
+            self.file("kernels.info:" + root, os.path.join(
+                root, "opp" if renamed else "opp_kernel", "version.info"))
         self.file("nnal.version_info", os.path.join(base, "nnal", "atb", "latest", "version.info"))
         if ledger.get("profile_script"):
             self.file("cann.profile_script", str(ledger["profile_script"]))

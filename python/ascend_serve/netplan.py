@@ -1,14 +1,36 @@
 """The NPU device-NIC address plan of a fleet, checked fleet-wide before any host changes.
 
 Each host of the fleet (inventory order) lists its devices' addresses explicitly, or has them
-computed. Chip families: 910B (A2) has 8 devices in one subnet, 910C (A3) 16 devices in one
-subnet, the old 910 has 8 devices in four subnets pairing devices 0/4, 1/5, 2/6 and 3/7 (device
-``d`` uses subnet ``d % 4``).
+computed. Chip families: 910B (A2) has 8 devices, 910C (A3) 16 devices (two dies per NPU, each
+die a device and a rank), the old 910 8 devices.
+
+The plan's ``layout`` says how the devices of a host spread over the plan's subnets; device
+``d`` always uses subnet ``d % len(subnets)``:
+
+* ``single`` (default for 910B): one subnet for every device of every host. The vendor's
+  Ascend Deployer HCCN policy for Atlas 800T A2 / 900 A2 PoD; real A2 samples in
+  ``tests/data/corpus`` (11.12.165.0/24 over 4 hosts, 10.10.100.0/24, 29.1.0.0/16).
+* ``four_plane`` (default, and the only layout, for the old 910): four subnets; devices
+  0/4, 1/5, 2/6 and 3/7 share one each (Deployer policy for Atlas 800 9000/9010, 900 PoD; the
+  CANN 5.0.4 install guide's example plan; the ModelArts 4-plane ``-ip -g`` sample).
+* ``dual_plane`` (default for 910C, and 910C only): two subnets, even devices (die 0 of each
+  NPU) in the first, odd
+  devices (die 1) in the second. The vendor (Deployer, Atlas 900 A3 SuperPoD / 800I A3) says
+  the two dies of one NPU MUST be in different subnets, or ``hccn_tool`` ping fails. That die 0
+  is the even device id and die 1 the odd one, and that all even dies share one plane, is
+  inferred (hicann/hixl: devices 0/1, 2/3, ... are the dies of one card; xLLM's real A3 rank
+  table has device 0 on 192.24.2.x and device 15 on 192.24.3.x), not stated by the vendor.
+  So an A3 plan never uses ``single``: it is refused with that rule.
+* ``rail``: one subnet per device position (``len(subnets)`` = devices per host); device ``d`` of
+  every host is in subnet ``d``: the same-numbered cards of all servers meet on one switch plane
+  (hicann/hccl Pipeline.md). Seen in real data (the 910A ``-ip -g`` fixtures: device 0 on
+  192.161.200.x, device 1 on 192.161.201.x); the vendor documents no such rule for A2.
 
 Computed address of device ``d`` on a host with index ``i`` (its ``index``, else its position in
-the inventory)::
+the inventory), with ``subnets`` the number of subnets of the layout::
 
-    per_host = devices / subnets     # addresses a host takes in each subnet: A2 8, A3 16, 910 2
+    per_host = devices / subnets     # addresses a host takes in each subnet: single A2 8, A3 16,
+                                     # four_plane 2, dual_plane 8, rail 1
     ordinal  = offset + i * per_host + d // subnets
     address  = the ordinal-th (from 0) usable address of the device's subnet
 
@@ -26,9 +48,12 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 ChipFamily = Literal["910", "910B", "910C"]
+Layout = Literal["single", "four_plane", "dual_plane", "rail"]
 
 DEVICES: dict[str, int] = {"910": 8, "910B": 8, "910C": 16}
+# Subnets of each chip family's default layout (four_plane for the old 910, else single).
 SUBNETS: dict[str, int] = {"910": 4, "910B": 1, "910C": 1}
+LAYOUTS: tuple[str, ...] = ("single", "four_plane", "dual_plane", "rail")
 _ALIASES = {"A2": "910B", "A3": "910C"}
 
 
@@ -96,6 +121,9 @@ class FleetSpec(_Model):
     hosts: list[HostSpec] = Field(min_length=1)
     offset: int = Field(default=0, ge=0)
     tls: bool = False
+    # None: the chip family's default (four_plane for the old 910, dual_plane for a 910C fleet,
+    # single otherwise).
+    layout: Layout | None = None
 
     @field_validator("subnets", mode="before")
     @classmethod
@@ -125,6 +153,7 @@ class HostPlan(_Model):
 
 class NetPlan(_Model):
     hosts: dict[str, HostPlan]  # inventory order
+    layout: Layout = "single"
 
 
 def parse_fleet(data: Mapping[str, Any]) -> FleetSpec:
@@ -134,6 +163,56 @@ def parse_fleet(data: Mapping[str, Any]) -> FleetSpec:
         raise NetPlanError(input_problems(exc)) from exc
 
 
+def layout_of(spec: FleetSpec) -> Layout:
+    """The plan's layout: as given, else four_plane for old 910 hosts and single otherwise."""
+    if spec.layout is not None:
+        return spec.layout
+    chips = {h.chip for h in spec.hosts}
+    if "910" in chips:
+        return "four_plane"
+    return "dual_plane" if chips == {"910C"} else "single"
+
+
+def _layout_problems(spec: FleetSpec, layout: str) -> list[str]:
+    chips = {h.chip for h in spec.hosts}
+    if "910" in chips and len(chips) > 1:
+        return [
+            "old 910 hosts (four subnets) cannot share a plan with "
+            f"{', '.join(sorted(chips - {'910'}))} hosts (one subnet); plan them separately"
+        ]
+    got = len(spec.subnets)
+    if layout == "four_plane":
+        if chips != {"910"}:
+            return [f"layout four_plane is the old 910's; this plan has "
+                    f"{', '.join(sorted(chips))} hosts (use single, dual_plane or rail)"]
+        return [] if got == 4 else [
+            "old 910 needs 4 subnets (devices 0/4, 1/5, 2/6, 3/7 share one each)"]
+    if layout == "single":
+        if "910" in chips:
+            return ["the old 910 uses four_plane or rail, not a single subnet"]
+        if any(h.chip == "910C" and h.addresses is None for h in spec.hosts):
+            return ["910C (A3) hosts cannot share one subnet: the two dies of one NPU must be on "
+                    "different subnets or hccn_tool ping fails (Ascend Deployer HCCN policy for "
+                    "Atlas 900 A3 SuperPoD / 800I A3); use layout dual_plane (2 subnets) or rail"]
+        return [] if got == 1 else [
+            f"910B puts all devices of a host in one subnet; got {got}"]
+    if layout == "dual_plane":
+        if chips != {"910C"}:
+            return [f"layout dual_plane is for 910C (A3: the two dies of one NPU on different "
+                    f"subnets); this plan has {', '.join(sorted(chips - {'910C'}))} hosts"]
+        return [] if got == 2 else [
+            "layout dual_plane needs 2 subnets (even devices, die 0 of each NPU, in the "
+            f"first; odd devices, die 1, in the second); got {got}"]
+    counts = {DEVICES[c] for c in chips}  # rail
+    if len(counts) > 1:
+        return ["layout rail needs the same number of devices on every host; this plan mixes "
+                + " and ".join(f"{c} ({DEVICES[c]})" for c in sorted(chips))]
+    wanted = counts.pop()
+    return [] if got == wanted else [
+        f"layout rail needs one subnet per device position: {wanted} for "
+        f"{', '.join(sorted(chips))}; got {got}"]
+
+
 def _fleet_problems(spec: FleetSpec) -> list[str]:
     problems: list[str] = []
     seen: set[str] = set()
@@ -141,18 +220,7 @@ def _fleet_problems(spec: FleetSpec) -> list[str]:
         if host.name in seen:
             problems.append(f"host {host.name} is listed twice")
         seen.add(host.name)
-    chips = {h.chip for h in spec.hosts}
-    wanted = 4 if "910" in chips else 1
-    if "910" in chips and len(chips) > 1:
-        problems.append(
-            "old 910 hosts (four subnets) cannot share a plan with "
-            f"{', '.join(sorted(chips - {'910'}))} hosts (one subnet); plan them separately"
-        )
-    elif len(spec.subnets) != wanted:
-        problems.append(
-            "old 910 needs 4 subnets (devices 0/4, 1/5, 2/6, 3/7 share one each)" if wanted == 4
-            else f"910B/910C put all devices of a host in one subnet; got {len(spec.subnets)}"
-        )
+    problems += _layout_problems(spec, layout_of(spec))
     for n, subnet in enumerate(spec.subnets):
         net = subnet.cidr
         for other in spec.subnets[n + 1:]:
@@ -179,7 +247,7 @@ def _nth_usable(subnet: SubnetSpec, ordinal: int) -> IPv4Address | None:
 
 
 def _computed(spec: FleetSpec, host: HostSpec, index: int) -> tuple[list[IPv4Address], str | None]:
-    subnets = SUBNETS[host.chip]
+    subnets = len(spec.subnets)  # the layout's count, checked by _layout_problems
     per_host = DEVICES[host.chip] // subnets
     addresses: list[IPv4Address] = []
     for device in range(DEVICES[host.chip]):
@@ -207,7 +275,7 @@ def _explicit_problems(spec: FleetSpec, host: HostSpec, addresses: list[IPv4Addr
         ]
     problems = []
     for device, address in enumerate(addresses):
-        net = spec.subnets[device % SUBNETS[host.chip]].cidr
+        net = spec.subnets[device % len(spec.subnets)].cidr
         label = f"host {host.name} device {device}: {address}"
         if address not in net:
             problems.append(f"{label} is outside its subnet {net}")
@@ -250,7 +318,7 @@ def plan(fleet: FleetSpec | Mapping[str, Any]) -> NetPlan:
             owners.setdefault(address, label)
             if address in reserved:
                 problems.append(f"{label}: {address} is {reserved[address]}")
-            subnet = spec.subnets[device % SUBNETS[host.chip]]
+            subnet = spec.subnets[device % len(spec.subnets)]
             devices.append(DevicePlan(
                 device=device,
                 address=str(address),
@@ -263,7 +331,7 @@ def plan(fleet: FleetSpec | Mapping[str, Any]) -> NetPlan:
                                     devices=devices)
     if problems:
         raise NetPlanError(problems)
-    return NetPlan(hosts=hosts)
+    return NetPlan(hosts=hosts, layout=layout_of(spec))
 
 
 def hccn_conf(host: HostPlan | Mapping[str, Any]) -> str:

@@ -1,4 +1,5 @@
-"""``ascend-serve ranktable``: validate a rank table (hccl.json), or generate one from a plan."""
+"""``ascend-serve ranktable``: validate a rank table (hccl.json, or vllm-ascend's prefill/decode
+table), or generate one from a plan."""
 
 from __future__ import annotations
 
@@ -14,14 +15,13 @@ from rich.table import Table
 
 from .console import EXIT_CHECK_FAILED, EXIT_OK, console, err_console, fail
 from .netplan import NetPlanError, plan
-from .ranktable import Problem, RankTableError, build, validate
+from .ranktable import Problem, RankTableError, build, build_pd, rank_count, read, validate
 
 ranktable_app = typer.Typer(
-    help="HCCL rank tables (hccl.json): validate one, or generate one from a device IP plan.",
+    help="HCCL rank tables (hccl.json) and vllm-ascend prefill/decode tables: validate one, or "
+         "generate one from a device IP plan.",
     no_args_is_help=True,
 )
-
-
 
 
 def _read(file: str) -> str:
@@ -29,15 +29,6 @@ def _read(file: str) -> str:
         return sys.stdin.read() if file == "-" else Path(file).read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise fail(f"cannot read {file}: {exc}") from exc
-
-
-def _ranks(table: Any) -> int:
-    """How many devices (ranks) a table lists, however malformed it is."""
-    servers = table.get("server_list") if isinstance(table, dict) else None
-    if not isinstance(servers, list):
-        return 0
-    return sum(len(s["device"]) for s in servers
-               if isinstance(s, dict) and isinstance(s.get("device"), list))
 
 
 def _problem_table(title: str, problems: list[Problem]) -> Table:
@@ -61,31 +52,51 @@ def validate_command(
     except json.JSONDecodeError as exc:
         raise fail(f"{file} is not JSON: {exc}") from exc
     problems = validate(table)
-    version = table.get("version") if isinstance(table, dict) else None
+    reading = read(table)
+    version = reading["version"]
+    kind = reading["kind"]
     if as_json:
-        typer.echo(json.dumps({"file": file, "ok": not problems, "version": version,
-                               "ranks": _ranks(table),
-                               "problems": [p.model_dump() for p in problems]}, indent=2))
+        report: dict[str, Any] = {"file": file, "ok": not problems, "kind": kind,
+                                  "version": version, "ranks": rank_count(table)}
+        if kind == "pd":
+            report["prefill"] = len(reading["prefill_devices"])
+            report["decode"] = len(reading["decode_devices"])
+        report["problems"] = [p.model_dump() for p in problems]
+        typer.echo(json.dumps(report, indent=2))
     elif problems:
         console.print(_problem_table(f"{file}: {len(problems)} problem(s)", problems))
+    elif kind == "pd":
+        console.print(f"[green]ok[/green] {escape(file)}: prefill/decode table, version "
+                      f"{escape(str(version))}, {len(reading['prefill_devices'])} prefill and "
+                      f"{len(reading['decode_devices'])} decode device(s)", highlight=False)
     else:
-        servers = len(table["server_list"])
-        console.print(f"[green]ok[/green] {escape(file)}: version {escape(str(version))}, "
-                      f"{servers} server(s), {_ranks(table)} rank(s)", highlight=False)
+        servers = len(reading["servers"])
+        mode = (" (SuperPoD mode)" if reading["super_pods"] is not None
+                else " (AI Server mode)" if version == "1.2" else "")
+        console.print(f"[green]ok[/green] {escape(file)}: version {escape(str(version))}{mode}, "
+                      f"{servers} server(s), {rank_count(table)} rank(s)", highlight=False)
     raise typer.Exit(EXIT_CHECK_FAILED if problems else EXIT_OK)
 
 
 @ranktable_app.command("generate")
 def generate_command(
     plan_file: Annotated[Path, typer.Option("--plan", help=(
-        "YAML: the device IP plan (subnets, hosts, offset, tls) plus 'servers', host name -> "
-        "host IP or {server_ip, container_ip, super_pod_id, super_device_ids}."))],
+        "YAML: the device IP plan (subnets, hosts, offset, tls, layout) plus 'servers', host "
+        "name -> host IP or {server_ip, container_ip, super_pod_id, super_device_ids}; 910C "
+        "(A3) hosts need super_device_ids (the SDIDs of npu-smi info -t spod-info)."))],
     output: Annotated[
         Path | None, typer.Option(help="Write the table here (default: standard output).")
     ] = None,
+    prefill: Annotated[int | None, typer.Option(help=(
+        "With --decode: vllm-ascend's prefill/decode table instead of hccl.json; the first N "
+        "devices of the plan (hosts in order, devices by id) prefill."))] = None,
+    decode: Annotated[int | None, typer.Option(help=(
+        "With --prefill: the next N devices decode."))] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON for machines.")] = False,
 ) -> None:
     """Build the rank table of a plan; exit 1 when the plan is inconsistent."""
+    if (prefill is None) != (decode is None):
+        raise fail("--prefill and --decode go together (a prefill/decode table needs both)")
     try:
         data = yaml.safe_load(_read(str(plan_file)))
     except yaml.YAMLError as exc:
@@ -94,7 +105,9 @@ def generate_command(
         raise fail(f"{plan_file} must be a mapping with a 'servers' mapping")
     servers = data.pop("servers")
     try:
-        table = build(plan(data), servers)
+        net = plan(data)
+        table = (build(net, servers) if prefill is None or decode is None
+                 else build_pd(net, servers, prefill, decode))
     except (NetPlanError, RankTableError) as exc:
         problems = (exc.problems if isinstance(exc, RankTableError)
                     else [Problem(path="plan", message=m) for m in exc.problems])
@@ -112,11 +125,15 @@ def generate_command(
         output.write_text(text, encoding="utf-8")
     except OSError as exc:
         raise fail(f"cannot write {output}: {exc}") from exc
-    summary = {"output": str(output), "version": table["version"],
-               "server_count": len(table["server_list"]), "ranks": _ranks(table)}
+    summary: dict[str, Any] = {"output": str(output), "version": table["version"],
+                               "server_count": int(table["server_count"]),
+                               "ranks": rank_count(table)}
+    if prefill is not None:
+        summary.update(kind="pd", prefill=prefill, decode=decode)
     if as_json:
         typer.echo(json.dumps(summary, indent=2))
     else:
+        what = (f"{prefill} prefill and {decode} decode device(s)" if prefill is not None
+                else f"{summary['ranks']} rank(s)")
         console.print(f"[green]wrote[/green] {escape(str(output))}: version {table['version']}, "
-                      f"{summary['server_count']} server(s), {summary['ranks']} rank(s)",
-                      highlight=False)
+                      f"{summary['server_count']} server(s), {what}", highlight=False)

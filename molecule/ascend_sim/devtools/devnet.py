@@ -219,11 +219,14 @@ def parent_of(name: str) -> str:
     return match.group(1) if match else ""
 
 
-def echo(name: str, source: str, target: str, count: int, wait: float = 1.0) -> list[float]:
-    """Send ``count`` echo requests from ``name``/``source``; round-trip times (ms) per reply."""
+def echo(
+    name: str, source: str, target: str, count: int, wait: float = 1.0
+) -> list[float | None]:
+    """Send ``count`` echo requests from ``name``/``source``; per request (seq 0 first) the
+    round-trip time in ms, or None when no reply came within ``wait`` seconds."""
     sock, raw = _icmp_socket()
     ident = os.getpid() & 0xFFFF
-    times: list[float] = []
+    times: list[float | None] = []
     try:
         # Bound to the device address (``ping -I <address>``), not to the interface: where ARP
         # answers come from the uplink too (no arp_ignore in a container with a read-only
@@ -238,7 +241,9 @@ def echo(name: str, source: str, target: str, count: int, wait: float = 1.0) -> 
                 sock.sendto(packet, (target, 0))
             except OSError:
                 time.sleep(min(wait, 0.2))
+                times.append(None)
                 continue
+            times.append(None)
             deadline = sent + wait
             while True:
                 left = deadline - time.monotonic()
@@ -252,7 +257,7 @@ def echo(name: str, source: str, target: str, count: int, wait: float = 1.0) -> 
                 kind, _code, _sum, rid, rseq = struct.unpack("!BBHHH", data[:8])
                 # The kernel rewrites the id of a datagram socket; match it on raw ones only.
                 if kind == 0 and rseq == seq and (rid == ident or not raw):
-                    times.append((time.monotonic() - sent) * 1000.0)
+                    times[seq] = (time.monotonic() - sent) * 1000.0
                     break
     except OSError as exc:
         raise NetError(f"ping from {name} ({source}): {exc.strerror or exc}") from None

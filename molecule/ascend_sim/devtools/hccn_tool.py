@@ -1,7 +1,24 @@
 r"""``hccn_tool``: the NPU device-NIC tool, answering and storing per-device network settings.
 
-Getters print the vendor's ``key:value`` lines; setters store into the node description, which
-stands for the device NIC's own configuration (it survives a reboot of the host, as on a card).
+Getters print the layouts of real ``hccn_tool`` output (``tests/data/corpus/hccn_tool``);
+setters store into the node description, which stands for the device NIC's own configuration (it
+survives a reboot of the host, as on a card).
+
+Output per verb, and its corpus sample:
+
+* ``-ip -g``: ``ipaddr:A`` / ``netmask:M`` (``ip-g-*``); nothing at all for a device without an
+  address (``ip-g-dev2-empty-fixture``).
+* ``-link -g``: ``link status: UP`` (``link-g-loop-elided-a2-mindie``).
+* ``-net_health -g``: ``net health status: Success`` / ``Fault`` (``net-health-*``); ``Init``
+  for a device without address or netdetect address is this simulator's (no sample).
+* ``-netdetect -g``: ``netdetect address: A`` (``netdetect-g-loop-elided-a2-mindie``); the
+  value is empty when none is set (no sample of that case).
+* ``-gateway -g``: ``default gateway:A, Iface:ethN`` (``gateway-g-loop-8dev-a2-mindie``).
+* ``-tls -g``: ``dev_id:N, tls switch[0](0:disable, 1:enable), tls preconfigured[1](0:non-preset,
+  1:preset), tls alarm time threshold[60]days`` (``tls-g-grep-switch-*``; the certificate lines a
+  full answer also prints are not simulated).
+* ``-tls -s enable X``: ``Cmd executed successfully!`` (``tls-s-enable0-loop-elided-a2-mindie``).
+  The other setters print nothing: no sample of their output was found.
 
 Device NICs are real (see :mod:`.devnet`): ``-ip -s address A netmask M`` also gives device N an
 interface ``npuN`` in the current network namespace with ``A/prefix(M)``, up (a macvlan on the
@@ -15,17 +32,21 @@ on that node; clearing it brings the interface back up on the next run. Without 
 before.
 
 ``-ping -g address X [pkt K]`` sends K (default 3) ICMP echo requests from ``npuN`` and its
-address, one second's wait each. Output (stdout), for the roles to parse::
+address, one second's wait each. Output (stdout), as the real tool prints it
+(``ping-g-loop-8dev-ok-a2-mindie``, ``ping-g-partial-loss-33pct-mindie-doc``)::
 
     device 0 PING 198.51.100.2
-    recv seq=0,time=0.081ms
-    recv seq=1,time=0.047ms
-    recv seq=2,time=0.044ms
-    3 packets transmitted, 3 received, 0.00% packet loss
+    recv time out seq=0
+    recv seq=1,time=0.097000ms
+    recv seq=2,time=0.066000ms
+    3 packets transmitted, 2 received, 33.33% packet loss
 
-One ``recv`` line per reply; the last line always matches
-``(\d+) packets transmitted, (\d+) received, ([\d.]+)% packet loss``. Exit 0 when at least one reply
-came back, 1 when none did. A device whose link is DOWN, or without an address, does not send:
+One line per request: ``recv seq=N,time=T.TTTTTTms`` for a reply, ``recv time out seq=N`` for a
+lost one; the last line always matches
+``(\d+) packets transmitted, (\d+) received, ([\d.]+)% packet loss``. A 100% loss answer was not
+found verbatim: it follows the 33.33% sample's layout (every request ``recv time out``, then
+``3 packets transmitted, 0 received, 100.00% packet loss``). Exit 0 when at least one reply came
+back, 1 when none did. A device whose link is DOWN, or without an address, does not send:
 ``hccn_tool: ping failed, ...`` on stderr, exit 1.
 """
 
@@ -78,7 +99,7 @@ def _get(node: dict[str, Any], dev: int, what: str) -> str:
     chip = _chip(node, dev)
     if what == "ip":
         if "address" not in net:
-            return "hccn_tool: get ip failed, ip is not configured\n"
+            return ""  # as ip-g-dev2-empty-fixture: no address, no output
         return f"ipaddr:{net['address']}\nnetmask:{net.get('netmask', '')}\n"
     if what == "link":
         return f"link status: {_link(node, dev)}\n"
@@ -92,7 +113,8 @@ def _get(node: dict[str, Any], dev: int, what: str) -> str:
     if what == "gateway":
         return f"default gateway:{net.get('gateway', '')}, Iface:eth{dev}\n"
     if what == "tls":
-        return f"dev_id:{dev}, tls switch[{net.get('tls', '0')}](0:disable, 1:enable)\n"
+        return (f"dev_id:{dev}, tls switch[{net.get('tls', '0')}](0:disable, 1:enable), "
+                "tls preconfigured[1](0:non-preset, 1:preset), tls alarm time threshold[60]days\n")
     raise KeyError(what)
 
 
@@ -122,6 +144,18 @@ def _set_ip(node: dict[str, Any], dev: int, address: str, netmask: str) -> str |
     return None
 
 
+def ping_answer(dev: int, target: str, times: list[float | None]) -> str:
+    """The ``-ping -g`` answer for one round-trip time (ms) or None (lost) per request."""
+    count = len(times)
+    lines = [f"device {dev} PING {target}"]
+    lines += [f"recv time out seq={seq}" if ms is None else f"recv seq={seq},time={ms:.6f}ms"
+              for seq, ms in enumerate(times)]
+    received = sum(ms is not None for ms in times)
+    loss = 100.0 * (count - received) / count if count else 100.0
+    lines.append(f"{count} packets transmitted, {received} received, {loss:.2f}% packet loss")
+    return "\n".join(lines) + "\n"
+
+
 def _ping(node: dict[str, Any], dev: int, rest: list[str]) -> int:
     pairs = dict(zip(rest[::2], rest[1::2]))
     if "address" not in pairs:
@@ -148,12 +182,8 @@ def _ping(node: dict[str, Any], dev: int, rest: list[str]) -> int:
     except devnet.NetError as exc:
         sys.stderr.write(f"hccn_tool: ping failed, {exc}\n")
         return 1
-    lines = [f"device {dev} PING {target}"]
-    lines += [f"recv seq={seq},time={ms:.3f}ms" for seq, ms in enumerate(times)]
-    loss = 100.0 * (count - len(times)) / count if count else 100.0
-    lines.append(f"{count} packets transmitted, {len(times)} received, {loss:.2f}% packet loss")
-    sys.stdout.write("\n".join(lines) + "\n")
-    return 0 if times else 1
+    sys.stdout.write(ping_answer(dev, target, times))
+    return 0 if any(ms is not None for ms in times) else 1
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -195,6 +225,8 @@ def main(argv: list[str] | None = None) -> int:
             for key in SETTERS[what]:
                 net[STORE_AS.get(what, {}).get(key, key)] = pairs[key]
             hw.save_node(node)
+            if what == "tls":  # tls-s-enable0-loop-elided-a2-mindie; other setters: no sample
+                sys.stdout.write("Cmd executed successfully!\n")
             return 0
     except KeyError as exc:
         sys.stderr.write(f"hccn_tool: bad parameter {exc}\n{USAGE}")

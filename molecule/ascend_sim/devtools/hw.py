@@ -52,7 +52,7 @@ def chip_layout(node: dict[str, Any]) -> str:
     name = node["chip_type"]
     if name.startswith("910C"):
         return "a3"
-    if name.startswith("310P"):
+    if name.startswith("310"):  # 310 and 310P share a layout (corpus 310-*, 310p3-*)
         return "310p"
     return "a2"
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import datetime
 import grp
+import hashlib
 import json
 import os
 import platform
@@ -44,6 +45,112 @@ TOOL_LAUNCHERS = {
     "upgrade-tool": ("{driver}/tools/upgrade-tool", "upgrade_tool"),
     "hccn_tool": ("{driver}/tools/hccn_tool", "hccn_tool"),
 }
+
+
+# --- the version files, in the layouts of real installs ----------------------------------------
+# Each renderer writes the keys, in the order, of a real file in tests/data/corpus/versions/
+# (named in its docstring); only the versions differ. Build numbers are stand-ins in the vendor's
+# form: a real build number cannot be derived from a release.
+
+
+def _release(version: str) -> tuple[int, int]:
+    parts = version.lower().split(".")
+    minor = parts[1] if len(parts) > 1 and parts[1].isdigit() else "0"
+    return int(parts[0]), int(minor)
+
+
+def render_driver_info(version: str) -> str:
+    """driver/version.info, as driver-25.3.rc1-pypto-doc.txt (package_version = Version)."""
+    return (
+        f"Version={version}\nascendhal_version=7.35.23\naicpu_version=1.0\ntdt_version=1.0\n"
+        "log_version=1.0\nprof_version=2.0\ndvppkernels_version=1.1\ntsfw_version=1.0\n"
+        "Innerversion=V100R001C23SPC002B212\n"
+        "compatible_version=[V100R001C19],[V100R001C20],[V100R001C21],[V100R001C22],[V100R001C23]\n"
+        f"compatible_version_fw=[7.0.0,8.9.9]\npackage_version={version}\n"
+    )
+
+
+def render_firmware_info(version: str, hdk: str) -> str:
+    """firmware/version.info, as firmware-7.7.0.1.231.txt: package_version is the HDK release."""
+    return (
+        f"Version={version}\nfirmware_version=1.0\npackage_version={hdk}\n"
+        "compatible_version_drv=[23.0.0,23.0.0.],[24.0,24.0.],[24.1,24.1.],[25.0,25.0.]\n"
+    )
+
+
+def render_toolkit_install_info(version: str, arch: str, install_dir: str) -> str:
+    """<arch>-linux/ascend_toolkit_install.info, as toolkit-install-info-8.3.RC2-aarch64.txt."""
+    return (
+        f"package_name=Ascend-cann-toolkit\nversion={version}\n"
+        "innerversion=V100R001C23SPC002B210\n"
+        "compatible_version=[V100R001C15],[V100R001C18],[V100R001C19],[V100R001C20],"
+        "[V100R001C21],[V100R001C23]\n"
+        f"arch={arch}\nos=linux\npath={install_dir}\n"
+    )
+
+
+def component_build(version: str) -> str:
+    """An internal build number for a release (8.2.RC1's real one is 8.2.0.0.201)."""
+    major, minor = _release(version)
+    return f"{major}.{minor}.0.0.201"
+
+
+def render_ops_info(version: str) -> str:
+    """The kernels/ops package's version.info: Version= is a build, version_dir= the release.
+
+    Up to CANN 8.3 opp_kernel/version.info, as opp-kernel-version-8.2.RC1.txt; from 8.5
+    opp/version.info, as opp-version-8.5.0.2.220-pypto-doc.txt (the four lines it shows).
+    """
+    build = component_build(version)
+    major, minor = _release(version)
+    if (major, minor) >= (8, 5):
+        return (
+            f"Version={build}\nversion_dir={version}\ntimestamp=20250101_000000000\n"
+            f'required_package_amct_acl_version="{major}.{minor}"\n'
+        )
+    required = "".join(
+        f'required_package_{name}_version=">=7.6, <={major}.{minor}"\n'
+        for name in ("amct_acl", "aoe", "compiler", "fwkplugin", "hccl", "nca", "ncs", "opp",
+                     "runtime", "toolkit")
+    )
+    return (
+        f"Version={build}\nversion_dir={version}\ntimestamp=20250101_000000000\n"
+        f"ops_version={build}\nadk_version={build}\n" + required
+    )
+
+
+def ops_info_path(root: str, version: str) -> str:
+    """opp_kernel/version.info up to CANN 8.3, opp/version.info from 8.5."""
+    if _release(version) >= (8, 5):
+        return f"{root}/opp/version.info"
+    return f"{root}/opp_kernel/version.info"
+
+
+def render_atb_info(version: str, arch: str) -> str:
+    """nnal/atb/<ver>/version.info, as nnal-atb-8.2.RC1.B150.txt: indented ``key : value``."""
+    commit = hashlib.sha1(version.encode()).hexdigest()  # noqa: S324 - a stand-in commit id
+    return (
+        f"    Ascend-cann-atb : {version}\n"
+        f"    Ascend-cann-atb Version : {version}.B150\n"
+        f"    Platform : {arch}\n"
+        f"    branch : br_release_cann_{version}_20250101\n"
+        f"    commit id : {commit}\n"
+    )
+
+
+def read_release(path: str, key: str) -> str | None:
+    """The release a simulated version file records: ``key=`` or the ATB ``key : value`` form."""
+    try:
+        with open(hw.root_path(path), encoding="utf-8") as fh:
+            for line in fh:
+                stripped = line.strip()
+                for sep in ("=", " : "):
+                    name, found, value = stripped.partition(sep)
+                    if found and name.strip() == key:
+                        return value.strip()
+    except FileNotFoundError:
+        pass
+    return None
 
 
 class InstallError(Exception):
@@ -213,12 +320,7 @@ def install_driver(manifest: dict[str, Any], opts: dict[str, Any], payload: str)
     _install_tools(payload, driver_dir)
     _write(f"{driver_dir}/kernel/drv_davinci_intf_host.ko", "simulated kernel module\n")
     _crash_point(node, manifest)
-    _write(
-        f"{driver_dir}/version.info",
-        f"Version={manifest['version']}\n"
-        f"package_version={manifest['version']}\n"
-        f"Innerversion=V100R001C{manifest['version'].replace('.', '')[:6].upper()}\n",
-    )
+    _write(f"{driver_dir}/version.info", render_driver_info(manifest["version"]))
     info = hw.read_kv("/etc/ascend_install.info")
     info.update(
         {
@@ -259,6 +361,8 @@ def install_firmware(manifest: dict[str, Any], opts: dict[str, Any]) -> int:
             chip["firmware_hdk"] = manifest.get("hdk", "")
             changed = True
     hw.save_node(node)
+    _write(f"{base}/firmware/version.info",
+           render_firmware_info(manifest["version"], manifest.get("hdk", "")))
     info = hw.read_kv("/etc/ascend_install.info")
     info.update({"Firmware_Install_Type": "full", "Firmware_Install_Path_Param": base})
     hw.write_kv("/etc/ascend_install.info", info)
@@ -271,9 +375,7 @@ def install_firmware(manifest: dict[str, Any], opts: dict[str, Any]) -> int:
     return 2
 
 
-def _version_tuple(text: str) -> tuple[int, int]:
-    parts = text.lower().split(".")
-    return int(parts[0]), int(parts[1]) if len(parts) > 1 and parts[1].isdigit() else 0
+_version_tuple = _release
 
 
 def toolkit_root(base: str, version: str) -> str:
@@ -300,8 +402,30 @@ def _remove_toolkit(base: str, version: str) -> None:
     if _version_tuple(version) < (8, 5):
         for name in ("latest", "set_env.sh"):
             path = hw.root_path(f"{base}/ascend-toolkit/{name}")
-            if os.path.islink(path) or os.path.exists(path):
+            if os.path.isdir(path) and not os.path.islink(path):
+                shutil.rmtree(path)
+            elif os.path.islink(path) or os.path.exists(path):
                 os.remove(path)
+
+
+def _latest_links(base: str, version: str, names: tuple[str, ...]) -> None:
+    """ascend-toolkit/latest: a real directory of per-component symlinks into ../<version>/
+    (ls-toolkit-latest-8.2.RC2-symlinks.txt); its <arch>-linux/ is a real directory too (what is
+    inside it was not shown: here, links to the versioned <arch>-linux/ entries)."""
+    latest = f"{base}/ascend-toolkit/latest"
+    os.makedirs(hw.root_path(latest), exist_ok=True)
+    for name in names:
+        _symlink(f"../{version}/{name}", f"{latest}/{name}")
+
+
+def _latest_arch_dir(base: str, version: str) -> None:
+    arch_dir = f"{_arch()}-linux"
+    latest = f"{base}/ascend-toolkit/latest/{arch_dir}"
+    real = hw.root_path(f"{base}/ascend-toolkit/{version}/{arch_dir}")
+    os.makedirs(hw.root_path(latest), exist_ok=True)
+    for entry in sorted(os.listdir(real)):
+        _symlink(f"../../{version}/{arch_dir}/{entry}", f"{latest}/{entry}")
+    _symlink(f"{arch_dir}/lib64", f"{base}/ascend-toolkit/latest/lib64")
 
 
 def install_toolkit(manifest: dict[str, Any], opts: dict[str, Any]) -> int:
@@ -334,22 +458,25 @@ def install_toolkit(manifest: dict[str, Any], opts: dict[str, Any]) -> int:
     _crash_point(node, manifest)
     _write(
         f"{root}/{_arch()}-linux/ascend_toolkit_install.info",
-        f"package_name=Ascend-cann-toolkit\nversion={version}\n"
-        f"innerversion=V100R001C{version.replace('.', '')[:6].upper()}\n"
-        f"arch={_arch()}\nos=linux\npath={root}/{_arch()}-linux\n",
+        render_toolkit_install_info(version, _arch(), f"{root}/{_arch()}-linux"),
     )
-    env_root = (
-        f"{base}/ascend-toolkit" if _version_tuple(version) < (8, 5) else root
-    )
+    os.makedirs(hw.root_path(f"{root}/opp"), exist_ok=True)
+    # The vendor's set_env.sh sets ASCEND_TOOLKIT_HOME to ascend-toolkit/latest up to CANN 8.3
+    # and to cann-<version> from 8.5 (set-env-derived-ENV-cann-container-image-extract.txt).
+    home = root
+    env_root = root
     if _version_tuple(version) < (8, 5):
-        _symlink(version, f"{base}/ascend-toolkit/latest")
+        env_root = f"{base}/ascend-toolkit"
+        home = f"{env_root}/latest"
+        _latest_arch_dir(base, version)
+        _latest_links(base, version, ("opp",))
     _write(
         f"{env_root}/set_env.sh",
         "# Ascend CANN toolkit environment\n"
-        f"export ASCEND_TOOLKIT_HOME={root}\n"
-        f"export ASCEND_HOME_PATH={root}\n"
+        f"export ASCEND_TOOLKIT_HOME={home}\n"
+        f"export ASCEND_HOME_PATH={home}\n"
         f"export LD_LIBRARY_PATH={root}/{_arch()}-linux/lib64:${{LD_LIBRARY_PATH:-}}\n"
-        f"export ASCEND_OPP_PATH={root}/opp\n",
+        f"export ASCEND_OPP_PATH={home}/opp\n",
     )
     hw.write_kv(
         "/etc/Ascend/ascend_cann_install.info",
@@ -370,22 +497,21 @@ def install_kernels(manifest: dict[str, Any], opts: dict[str, Any]) -> int:
             f"installed: {toolkit.get('Version', 'none')}"
         )
     root = toolkit["Toolkit_Root"]
-    info_path = f"{root}/opp_kernel/version.info"
+    info_path = ops_info_path(root, version)
     if "--uninstall" in opts:
-        shutil.rmtree(hw.root_path(f"{root}/opp_kernel"), ignore_errors=True)
+        shutil.rmtree(hw.root_path(os.path.dirname(info_path)), ignore_errors=True)
         log(manifest, "uninstall success")
         return 0
-    if hw.read_kv(info_path).get("Version") == version:
+    if read_release(info_path, "version_dir") == version:
         print(f"{manifest['package']} {version} is already installed.")
         return 0
     node = _load_node_if_present()
     log(manifest, "install start")
     _write(f"{root}/opp/built-in/op_impl/ai_core/tbe/kernel/{manifest['chip']}/ops.o", "sim\n")
     _crash_point(node, manifest)
-    _write(
-        info_path,
-        f"Version={version}\npackage_name={manifest['package']}\nchip={manifest['chip']}\n",
-    )
+    _write(info_path, render_ops_info(version))
+    if info_path.endswith("/opp_kernel/version.info"):
+        _latest_links(base, version, ("opp_kernel",))
     log(manifest, "install success")
     print(f"{manifest['package']} {version} install success")
     return 0
@@ -401,14 +527,14 @@ def install_nnal(manifest: dict[str, Any], opts: dict[str, Any]) -> int:
         shutil.rmtree(hw.root_path(f"{base}/nnal"), ignore_errors=True)
         log(manifest, "uninstall success")
         return 0
-    if hw.read_kv(f"{atb}/latest/version.info").get("version") == version:
+    if read_release(f"{atb}/latest/version.info", "Ascend-cann-atb") == version:
         print(f"Ascend-cann-nnal {version} is already installed.")
         return 0
     node = _load_node_if_present()
     log(manifest, "install start")
     _write(f"{atb}/{version}/atb/cxx_abi_1/lib/libatb.so", "simulated\n")
     _crash_point(node, manifest)
-    _write(f"{atb}/{version}/version.info", f"version={version}\npackage_name=Ascend-cann-nnal\n")
+    _write(f"{atb}/{version}/version.info", render_atb_info(version, _arch()))
     _symlink(version, f"{atb}/latest")
     _write(
         f"{atb}/set_env.sh",

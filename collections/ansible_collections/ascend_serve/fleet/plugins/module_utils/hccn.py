@@ -1,8 +1,11 @@
 """Shared code of the hccn_* modules: run ``hccn_tool`` and parse what its getters answer.
 
-Every parser accepts the vendor's variants (case, spacing, ``ipaddr:`` or ``ip addr:``) and
-raises :class:`HccnParseError` for an answer it cannot read: an unreadable answer is never taken
-for a good one. A getter that explicitly says "not configured" gives None.
+Every parser reads the layouts of real output in ``tests/data/corpus/hccn_tool`` (checked by
+``tests/test_corpus_hccn.py``) and is lenient about case and spacing; it raises
+:class:`HccnParseError` for an answer it cannot read: an unreadable answer is never taken for a
+good one. An empty ``-ip -g`` answer (the corpus's ``ip-g-dev2-empty-fixture``) and an empty
+value mean "not configured" and give None. The "not configured" messages and the ``ip addr``/
+``net_mask`` spellings also accepted are not backed by a sample.
 
 The tool is always called with an argument list, through a *runner* (the modules pass
 ``AnsibleModule.run_command``; tests pass a subprocess call), so nothing here needs a module
@@ -73,6 +76,8 @@ _PING_SUMMARY_RE = re.compile(
 _PING_REPLY_RE = re.compile(
     r"^\s*recv\s+seq\s*=\s*\d+\s*[,\s]\s*time\s*=\s*(\d+(?:\.\d+)?)\s*ms", _FLAGS
 )
+# A lost request (ping-g-partial-loss-33pct-mindie-doc: "recv time out seq=O", an OCR'd 0).
+_PING_TIMEOUT_RE = re.compile(r"^\s*recv\s+time\s*out\s+seq\s*=", _FLAGS)
 
 
 class HccnParseError(ValueError):
@@ -178,7 +183,12 @@ def _optional_address(match: re.Match[str] | None, text: str, what: str) -> str 
 
 
 def parse_ip(text: str) -> tuple[str | None, str | None]:
-    """``-ip -g``: (address, netmask); (None, None) when the device says it has none."""
+    """``-ip -g``: (address, netmask); (None, None) when the device says it has none.
+
+    A device without an address answers nothing at all (``ip-g-dev2-empty-fixture``).
+    """
+    if not text.strip():
+        return None, None
     address = _optional_address(_IP_RE.search(text), text, "ip address")
     if address is None:
         return None, None
@@ -238,6 +248,11 @@ def parse_ping(text: str) -> dict[str, Any]:
         "loss": float(loss),
         "rtt_ms": [float(ms) for ms in _PING_REPLY_RE.findall(text)],
     }
+
+
+def ping_timeouts(text: str) -> int:
+    """``-ping -g``: how many requests the answer reports lost (``recv time out seq=N``)."""
+    return len(_PING_TIMEOUT_RE.findall(text))
 
 
 # --- reading a device ---------------------------------------------------------------------------

@@ -9,9 +9,15 @@ module: cann_facts
 short_description: Installed Ascend CANN toolkit, kernels/ops and NNAL versions
 description:
   - Finds every C(ascend_toolkit_install.info) under O(install_path) (C(ascend-toolkit/<ver>/)
-    up to CANN 8.3, C(cann-<ver>/) from 8.5) and reads its C(version=); for each toolkit root
-    the kernels/ops C(opp_kernel/version.info); NNAL's C(nnal/atb/latest/version.info); and the
-    driver's C(driver/version.info). One round trip; changes nothing.
+    up to CANN 8.3, C(cann-<ver>/) from 8.5) and reads its C(version=); C(ascend-toolkit/latest),
+    a symlink or a directory of per-component symlinks, is not a toolkit of its own.
+  - For each toolkit root the kernels/ops release, C(version_dir=) of C(opp_kernel/version.info)
+    (up to CANN 8.3) or of C(opp/version.info) (from 8.5); its C(Version=) is a build number.
+  - NNAL's release from C(nnal/atb/latest/version.info) (the value of its C(Ascend-cann-atb) line,
+    in the C(key colon value) form of ATB's file) and the driver's C(Version=) from
+    C(driver/version.info).
+  - A version file in a layout it cannot read fails the task, naming the file and the line.
+    One round trip; changes nothing.
 version_added: 0.1.0
 options:
   install_path:
@@ -43,41 +49,71 @@ ansible_facts:
 """
 
 import os
-import re
+from typing import Any
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.ascend_serve.fleet.plugins.module_utils.ascend_files import (
+    AscendFileError,
+    ops_version_info,
+    read_component_version_info,
+    read_driver_info,
+    read_file,
+    read_nnal_atb_info,
+    read_toolkit_install_info,
+)
 
 INFO_NAME = "ascend_toolkit_install.info"
 MAX_DEPTH = 4
+# ascend-toolkit/latest is an alias of the installed toolkit: a symlink, or (CANN 8.2.x, corpus
+# ls-toolkit-latest-8.2.RC2-symlinks.txt) a real directory of per-component symlinks with a real
+# <arch>-linux/ directory in it. It is never a toolkit of its own.
+ALIAS_NAMES = ("latest",)
 
 
-def _value(path: str, key: str) -> str:
-    try:
-        with open(path, encoding="utf-8") as fh:
-            match = re.search(rf"^{key}=(\S+)", fh.read(), re.MULTILINE)
-    except FileNotFoundError:
-        return ""
-    return match.group(1) if match else ""
+def _version(reader: Any, path: str) -> str:
+    info = read_file(reader, path)
+    return str(info["version"]) if info else ""
 
 
 def find_toolkits(base: str) -> list[dict[str, str]]:
     found: list[dict[str, str]] = []
+    seen: set[str] = set()
     start = base.rstrip("/").count("/")
-    for dirpath, dirnames, filenames in os.walk(base):  # does not follow the "latest" links
+    for dirpath, dirnames, filenames in os.walk(base):  # does not follow symlinks
         if dirpath.count("/") - start >= MAX_DEPTH:
             dirnames[:] = []
-        if INFO_NAME in filenames:
-            root = os.path.dirname(dirpath)
-            found.append(
-                {
-                    "version": _value(os.path.join(dirpath, INFO_NAME), "version"),
-                    "root": root,
-                    "kernels_version": _value(
-                        os.path.join(root, "opp_kernel", "version.info"), "Version"
-                    ),
-                }
-            )
+        if os.path.basename(dirpath) == "ascend-toolkit":
+            dirnames[:] = [d for d in dirnames if d not in ALIAS_NAMES]
+        if INFO_NAME not in filenames:
+            continue
+        root = os.path.dirname(dirpath)
+        if os.path.basename(root) in ALIAS_NAMES or os.path.realpath(root) in seen:
+            continue
+        seen.add(os.path.realpath(root))
+        version = _version(read_toolkit_install_info, os.path.join(dirpath, INFO_NAME))
+        found.append(
+            {
+                "version": version,
+                "root": root,
+                # the kernels/ops release: version_dir= of opp_kernel/version.info (up to
+                # CANN 8.3) or opp/version.info (from 8.5); Version= there is a build number
+                "kernels_version": _version(
+                    read_component_version_info, os.path.join(root, ops_version_info(version))
+                ),
+            }
+        )
     return sorted(found, key=lambda t: t["root"])
+
+
+def cann_state(base: str) -> dict[str, object]:
+    """What is installed under ``base``; raises AscendFileError on a file it cannot read."""
+    return {
+        "driver_version": _version(read_driver_info, os.path.join(base, "driver", "version.info")),
+        "toolkits": find_toolkits(base) if os.path.isdir(base) else [],
+        "nnal_version": _version(
+            read_nnal_atb_info, os.path.join(base, "nnal", "atb", "latest", "version.info")
+        ),
+    }
 
 
 def main() -> None:
@@ -85,19 +121,11 @@ def main() -> None:
         argument_spec={"install_path": {"type": "path", "default": "/usr/local/Ascend"}},
         supports_check_mode=True,
     )
-    base = module.params["install_path"]
-    module.exit_json(
-        changed=False,
-        ansible_facts={
-            "ascend_cann_state": {
-                "driver_version": _value(os.path.join(base, "driver", "version.info"), "Version"),
-                "toolkits": find_toolkits(base) if os.path.isdir(base) else [],
-                "nnal_version": _value(
-                    os.path.join(base, "nnal", "atb", "latest", "version.info"), "version"
-                ),
-            }
-        },
-    )
+    try:
+        state = cann_state(module.params["install_path"])
+    except (AscendFileError, OSError) as exc:
+        module.fail_json(msg=f"cannot read the installed CANN: {exc}")
+    module.exit_json(changed=False, ansible_facts={"ascend_cann_state": state})
 
 
 if __name__ == "__main__":

@@ -8,7 +8,8 @@ DOCUMENTATION = r"""
 module: npu_driver_facts
 short_description: Installed Ascend NPU driver and firmware versions
 description:
-  - Reads C(<install_path>/driver/version.info) (C(Version=)), runs the driver's
+  - Reads C(<install_path>/driver/version.info) (C(Version=); a file in a layout it cannot read
+    fails the task, naming the file and the line), runs the driver's
     C(upgrade-tool --device_index -1 --system_version) for the firmware of every chip when the
     driver is there, reads the state ledger of an earlier run and the kernel's boot id.
   - One round trip per host instead of one per file; changes nothing.
@@ -53,8 +54,12 @@ import os
 import re
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.ascend_serve.fleet.plugins.module_utils.ascend_files import (
+    AscendFileError,
+    read_driver_info,
+    read_file,
+)
 
-VERSION_RE = re.compile(r"^Version=(\S+)", re.MULTILINE)
 FIRMWARE_RE = re.compile(r'"version":"([^"]+)"')
 
 
@@ -78,7 +83,10 @@ def main() -> None:
         supports_check_mode=True,
     )
     base = module.params["install_path"]
-    match = VERSION_RE.search(_read(os.path.join(base, "driver", "version.info")))
+    try:
+        driver = read_file(read_driver_info, os.path.join(base, "driver", "version.info"))
+    except (AscendFileError, OSError) as exc:
+        module.fail_json(msg=f"cannot read the installed driver: {exc}")
     tool = os.path.join(base, "driver", "tools", "upgrade-tool")
     firmware: list[str] = []
     unreadable = 0
@@ -98,7 +106,7 @@ def main() -> None:
         changed=False,
         ansible_facts={
             "ascend_npu_driver_state": {
-                "driver_version": match.group(1) if match else "",
+                "driver_version": driver["version"] if driver else "",
                 "firmware_versions": firmware,
                 "firmware_unreadable_chips": unreadable,
                 "upgrade_tool": os.access(tool, os.X_OK),

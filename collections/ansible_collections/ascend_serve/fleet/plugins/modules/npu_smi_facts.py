@@ -8,9 +8,10 @@ DOCUMENTATION = r"""
 module: npu_smi_facts
 short_description: Chips, health and board information from npu-smi
 description:
-  - Runs C(npu-smi info) and C(npu-smi info -t board -i N) for every NPU, in one round trip, and
-    parses them. The chip table is read by the first row of each chip (NPU id, name, health),
-    which the A2, A3 and 310P layouts share.
+  - Runs C(npu-smi info) and C(npu-smi info -t board -i N) for every NPU and reads them with the
+    collection's one npu-smi reader (module_utils/npu_smi.py; every layout it reads comes from a
+    real sample), so the chip table of every layout (A2, A3, 310/310P, old 910, 26.x wide) gives
+    the same chip fields, and a table it cannot read fails the task naming the line.
 version_added: 0.1.0
 options:
   npu_smi:
@@ -40,33 +41,38 @@ ansible_facts:
       description: Parsed npu-smi output.
       type: dict
       sample:
-        version: 25.5.0
-        chips: [{npu: 0, name: 910B1, health: OK}]
-        boards: {"0": {"Firmware Version": 7.8.0.2.212, "Compatibility": OK}}
+        version: 25.0.rc1.1
+        layout: a2
+        chips: [{npu: 0, chip: 0, name: 910B4, family: 910B, health: OK, bus_id: "0000:C1:00.0"}]
+        processes: [{npu: 0, chip: 0, pid: 472206, name: python3.9, memory_mb: 113}]
+        boards: {"0": {"Firmware Version": 7.7.0.1.231, "Compatibility": OK}}
 """
 
-import re
+from typing import Any
 
 from ansible.module_utils.basic import AnsibleModule
-
-HEADER_RE = re.compile(r"npu-smi (\S+)\s+Version:\s*(\S+)")
-CHIP_ROW_RE = re.compile(
-    r"^\|\s*(\d+)\s+(\S+)\s*\|\s*(OK|Warning|Alarm|Critical|UNKNOWN)\s*\|", re.MULTILINE
+from ansible_collections.ascend_serve.fleet.plugins.module_utils.npu_smi import (
+    NpuSmiParseError,
+    read_info,
+    read_page,
 )
-KV_RE = re.compile(r"^\s*([^:\n]+?)\s*:\s*(.*?)\s*$", re.MULTILINE)
 
 
-def parse_info(text: str) -> dict[str, object]:
-    header = HEADER_RE.search(text)
-    chips = [
-        {"npu": int(npu), "name": name, "health": health}
-        for npu, name, health in CHIP_ROW_RE.findall(text)
-    ]
-    return {"version": header.group(2) if header else "", "chips": chips}
+def parse_info(text: str) -> dict[str, Any]:
+    """The facts of one ``npu-smi info`` output (raises NpuSmiParseError naming the line)."""
+    info = read_info(text)
+    return {
+        "version": info["driver_version"] or "",
+        "tool_version": info["tool_version"] or "",
+        "layout": info["layout"],
+        "chips": info["chips"],
+        "processes": info["processes"],
+    }
 
 
-def parse_kv(text: str) -> dict[str, str]:
-    return {key: value for key, value in KV_RE.findall(text)}
+def parse_kv(text: str) -> dict[str, str | None]:
+    """A ``npu-smi info -t <page>`` page: key -> value as printed (None for NA)."""
+    return read_page(text)
 
 
 def main() -> None:
@@ -81,14 +87,20 @@ def main() -> None:
     rc, out, err = module.run_command([tool, "info"])
     if rc != 0:
         module.fail_json(msg=f"{tool} info failed with rc {rc}: {(err or out).strip()}")
-    facts = parse_info(out)
-    boards: dict[str, dict[str, str]] = {}
+    try:
+        facts = parse_info(out)
+    except NpuSmiParseError as exc:
+        module.fail_json(msg=f"cannot read the output of {tool} info: {exc}")
+    boards: dict[str, dict[str, str | None]] = {}
     if module.params["boards"]:
-        for npu in sorted({int(c["npu"]) for c in facts["chips"]}):  # type: ignore[attr-defined]
+        for npu in sorted({int(c["npu"]) for c in facts["chips"]}):
             rc, page, err = module.run_command([tool, "info", "-t", "board", "-i", str(npu)])
             if rc != 0:
                 module.fail_json(msg=f"{tool} info -t board -i {npu} failed: {err.strip()}")
-            boards[str(npu)] = parse_kv(page)
+            try:
+                boards[str(npu)] = parse_kv(page)
+            except NpuSmiParseError as exc:
+                module.fail_json(msg=f"cannot read {tool} info -t board -i {npu}: {exc}")
     facts["boards"] = boards
     module.exit_json(changed=False, ansible_facts={"ascend_npu_smi": facts})
 
