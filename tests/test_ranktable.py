@@ -146,13 +146,18 @@ def test_a3_table_needs_hardware_super_device_ids() -> None:
                                "a3-1": {"server_ip": "10.0.1.2", "super_device_ids": [1, 2, 3]}})
 
 
-def test_servers_of_a_super_pod_stay_together() -> None:
+def _two_pod_table() -> dict[str, Any]:
+    """Three A3 servers in inventory order a3-0 (pod 7), a3-1 (pod 8), a3-2 (pod 7)."""
     fleet = {"subnets": ["10.20.0.0/24", "10.21.0.0/24"], "hosts": [
         {"name": f"a3-{n}", "chip": "910C"} for n in range(3)]}
-    table = build(plan(fleet), {
+    return build(plan(fleet), {
         "a3-0": _a3_server("10.0.1.1", 0, super_pod_id="7"),
         "a3-1": _a3_server("10.0.1.2", 0, super_pod_id="8"),
         "a3-2": _a3_server("10.0.1.3", 16, super_pod_id="7")})
+
+
+def test_servers_of_a_super_pod_stay_together() -> None:
+    table = _two_pod_table()
     assert [s["server_id"] for s in table["server_list"]] == ["10.0.1.1", "10.0.1.3", "10.0.1.2"]
     assert table["server_list"][1]["device"][0]["rank_id"] == "16"
     assert [p["super_pod_id"] for p in table["super_pod_list"]] == ["7", "8"]
@@ -318,12 +323,7 @@ def test_forms_the_vendor_allows_are_valid() -> None:
 
 
 def test_super_pods_are_not_interleaved() -> None:
-    fleet = {"subnets": ["10.20.0.0/24", "10.21.0.0/24"], "hosts": [
-        {"name": f"a3-{n}", "chip": "910C"} for n in range(3)]}
-    table = build(plan(fleet), {
-        "a3-0": _a3_server("10.0.1.1", 0, super_pod_id="7"),
-        "a3-1": _a3_server("10.0.1.2", 0, super_pod_id="8"),
-        "a3-2": _a3_server("10.0.1.3", 16, super_pod_id="7")})
+    table = _two_pod_table()
     table["server_list"][1], table["server_list"][2] = (table["server_list"][2],
                                                         table["server_list"][1])
     messages = [(p.path, p.message) for p in validate(table)]
