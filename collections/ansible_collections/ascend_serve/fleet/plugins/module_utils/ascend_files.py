@@ -77,10 +77,13 @@ def parse_key_values(text: str, path: str = "version.info") -> dict[str, str]:
     return fields
 
 
-def _require(fields: dict[str, str], key: str, path: str) -> str:
+def _require(fields: dict[str, str], key: str, path: str, sep: str = "=") -> str:
+    """``fields[key]``, or an error naming the file and the line it lacks (``key=``,
+    or ``key : `` in NNAL's form)."""
     value = fields.get(key, "")
     if not value:
-        raise AscendFileError(f"{path}: no {key}= line; not a known layout of this file")
+        line = f"{key}=" if sep == "=" else f"'{key}{sep}'"
+        raise AscendFileError(f"{path}: no {line} line; not a known layout of this file")
     return value
 
 
@@ -139,17 +142,10 @@ def read_nnal_atb_info(text: str, path: str = "nnal/atb/latest/version.info") ->
             raise _fail(path, number, raw, "not a 'key : value' line")
         fields[match.group(1)] = match.group(2)
     return {
-        "version": _require_atb(fields, "Ascend-cann-atb", path),
+        "version": _require(fields, "Ascend-cann-atb", path, sep=" : "),
         "build": fields.get("Ascend-cann-atb Version", ""),
         "fields": fields,
     }
-
-
-def _require_atb(fields: dict[str, str], key: str, path: str) -> str:
-    value = fields.get(key, "")
-    if not value:
-        raise AscendFileError(f"{path}: no '{key} : ' line; not a known layout of this file")
-    return value
 
 
 def read_version_cfg(text: str, path: str = "version.cfg") -> dict[str, Any]:
