@@ -575,11 +575,15 @@ def test_vllm_completions_agree_with_the_server_counters(vllm_deepseek_v3: VllmS
     assert data["output_lens"] == [6] * 6
     assert data["input_lens"] == [24] * 6
     assert data["total_output_tokens"] == 36
-    # One ITL per token after the first; E2EL = TTFT + the ITLs; TPOT between min and max ITL.
+    # One ITL per streamed chunk after the first (as vllm bench serve counts them). vLLM's V1
+    # engine folds the tokens a lagging stream has not read yet into one chunk, so under load a
+    # request can arrive in fewer than 6 chunks; E2EL = TTFT + the ITLs either way.
     for ttft, itl, latency in zip(data["ttfts"], data["itls"], data["latencies"], strict=True):
-        assert len(itl) == 5
+        assert 1 <= len(itl) <= 5
         assert latency == pytest.approx(ttft + sum(itl))
-        assert min(itl) <= (latency - ttft) / 5 <= max(itl)
+        assert (latency - ttft) / 5 <= max(itl)  # TPOT spreads the gaps over all 5 tokens
+        if len(itl) == 5:
+            assert min(itl) <= (latency - ttft) / 5
     assert 0 < data["mean_ttft_ms"] <= data["mean_e2el_ms"]
     assert data["p50_e2el_ms"] <= data["p90_e2el_ms"] <= data["p99_e2el_ms"]
     assert data["output_throughput"] == pytest.approx(36 / data["duration"])
@@ -602,7 +606,9 @@ def test_vllm_chat_through_the_cli(vllm_deepseek_v3: VllmServer, tmp_path: Path)
     assert data["output_lens"] == [5] * 4  # reasoning tokens count as generated tokens
     # The chat template adds its own tokens to the 16 of each prompt.
     assert all(n > 16 for n in data["input_lens"])
-    assert all(len(itl) == 4 for itl in data["itls"])  # the role announcement is not a token
+    # The role announcement is not a token: at most one gap per token after the first (fewer
+    # when the engine folds tokens a lagging stream has not read into one chunk).
+    assert all(1 <= len(itl) <= 4 for itl in data["itls"])
     warm = data["warmup"]
     expected = {"vllm:request_success": 4 + 1,
                 "vllm:generation_tokens": data["total_output_tokens"] + warm["output_tokens"],
