@@ -545,3 +545,30 @@ def test_full_sequences_counts_whole_sequences() -> None:
     assert report.kv_gib_per_sequence == 4.0
     assert report.full_sequences == math.floor(report.free_for_kv_gib / 4.0)
     assert report.note is None
+
+
+def test_v32_adds_the_lightning_indexer_to_v3() -> None:
+    """DeepSeek-V3.2: V3 plus a lightning indexer per layer; its keys are cached per token."""
+    from ascend_serve.profiles import resolve
+
+    v3 = dict(resolve("deepseek-r1-w8a8-a3").model.config or {})
+    v32 = dict(resolve("deepseek-v3.2-w8a8-a3").model.config or {})
+    assert v32["model_type"] == "deepseek_v32"
+    base, sparse = param_count(v3), param_count(v32)
+    # Per layer: wq_b 1536 x 64 x 128, wk 7168 x 128, weights_proj 7168 x 64, k_norm 2 x 128.
+    per_layer = 1536 * 64 * 128 + 7168 * 128 + 7168 * 64 + 2 * 128
+    assert sparse.total - base.total == 61 * per_layer
+    # Both are "685B" on the model card with the 14B MTP layer; without it, about 671-672B.
+    assert 671e9 < sparse.total < 673e9
+    assert kv_bytes_per_token(v32) == (512 + 64 + 128) * 61 * 2
+    assert kv_bytes_per_token(v32) - kv_bytes_per_token(v3) == 128 * 61 * 2
+
+
+def test_v4_is_refused_as_not_estimable_not_as_unknown() -> None:
+    from ascend_serve.fit import NotEstimableError
+
+    with pytest.raises(NotEstimableError, match="compressed attention"):
+        param_count({"model_type": "deepseek_v4", "hidden_size": 4096})
+    with pytest.raises(FitError, match="unsupported model_type 'mamba'") as info:
+        param_count({"model_type": "mamba"})
+    assert not isinstance(info.value, NotEstimableError)

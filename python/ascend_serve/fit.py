@@ -32,6 +32,15 @@ Assumptions (an estimate, not a profiler; all sizes in GiB = 2**30 bytes):
 * KV cache: MLA (DeepSeek-V2/V3) caches the compressed latent (``kv_lora_rank +
   qk_rope_head_dim`` values a token a layer) and every TP rank holds all of it; GQA (Llama,
   Qwen2) caches K and V for ``ceil(num_key_value_heads / tp)`` heads on each rank.
+* DeepSeek-V3.2 (``deepseek_v32``) is V3 plus DeepSeek sparse attention: a lightning indexer per
+  layer (``wq_b`` from the query latent to ``index_n_heads × index_head_dim``, ``wk`` to
+  ``index_head_dim``, its LayerNorm and ``weights_proj`` to ``index_n_heads``; replicated on every
+  TP rank) whose keys are cached next to the MLA latent (``index_head_dim`` values a token a layer,
+  counted at the KV dtype). Sparse attention reads 2048 cached tokens a step; it stores all of
+  them, so the cache per token grows and does not shrink.
+* DeepSeek-V4 (``deepseek_v4``: compressed attention C4A/C128A, mHC, hash-routed layers) is not
+  modelled: :func:`estimate` raises :class:`NotEstimableError` saying so, and callers report
+  "not estimated" instead of a number. W4A8 weights count half a byte for the linear layers.
 
 Only the standard library and pydantic are imported.
 """
@@ -52,10 +61,12 @@ __all__ = [
     "HBM_GIB",
     "KV_DTYPE_BYTES",
     "NODE_CHIPS",
+    "NOT_ESTIMABLE_MODEL_TYPES",
     "SUPPORTED_MODEL_TYPES",
     "TP_SIZES",
     "FitError",
     "FitReport",
+    "NotEstimableError",
     "ParamCount",
     "chip_hbm_gib",
     "estimate",
@@ -73,14 +84,20 @@ HBM_GIB: dict[str, float] = {"910B": 64, "910B4": 32, "910C": 64}
 NODE_CHIPS: dict[str, int] = {"910B": 8, "910B4": 8, "910C": 16}
 """Chips in one server: Atlas 800T/800I A2 (910B, 910B4) 8, Atlas 800 A3 (910C) 16."""
 
-DTYPE_BYTES: dict[str, int] = {"bf16": 2, "fp16": 2, "fp32": 4, "w8a8": 1}
+DTYPE_BYTES: dict[str, float] = {"bf16": 2, "fp16": 2, "fp32": 4, "w8a8": 1, "w4a8": 0.5}
 """Bytes a weight parameter, by ``weight_dtype`` (W8A8: linear layers; see the module notes)."""
 
 KV_DTYPE_BYTES: dict[str, int] = {"bf16": 2, "fp16": 2, "fp32": 4, "int8": 1}
 """Bytes a cached K/V value, by ``kv_dtype``."""
 
-SUPPORTED_MODEL_TYPES = ("llama", "qwen2", "deepseek_v2", "deepseek_v3")
-MLA_MODEL_TYPES = ("deepseek_v2", "deepseek_v3")
+SUPPORTED_MODEL_TYPES = ("llama", "qwen2", "deepseek_v2", "deepseek_v3", "deepseek_v32")
+MLA_MODEL_TYPES = ("deepseek_v2", "deepseek_v3", "deepseek_v32")
+NOT_ESTIMABLE_MODEL_TYPES: dict[str, str] = {
+    "deepseek_v4": "DeepSeek-V4's compressed attention (C4A/C128A caches, mHC, hash-routed MoE "
+                   "layers) is not modelled here, and its public config.json values are not "
+                   "known to this tool",
+}
+"""Architectures the estimate knows it cannot size, with the reason it says."""
 TP_SIZES = (1, 2, 4, 8, 16)
 """Tensor-parallel sizes :func:`suggest` tries."""
 
@@ -90,6 +107,10 @@ _BLOCK_TOKENS = 128
 
 class FitError(ValueError):
     """Bad input: an unsupported architecture, a missing config key, an unknown chip or dtype."""
+
+
+class NotEstimableError(FitError):
+    """A known architecture whose memory layout the estimate does not model (DeepSeek-V4)."""
 
 
 def chip_hbm_gib(chip: str) -> float:
@@ -170,6 +191,9 @@ def _model_type(config: Mapping[str, Any]) -> str:
     model_type = config.get("model_type")
     if model_type is None:
         raise FitError("config.json lacks 'model_type'")
+    if model_type in NOT_ESTIMABLE_MODEL_TYPES:
+        raise NotEstimableError(f"memory fit not estimated for model_type {model_type!r}: "
+                                f"{NOT_ESTIMABLE_MODEL_TYPES[model_type]}")
     if model_type not in SUPPORTED_MODEL_TYPES:
         raise FitError(
             f"unsupported model_type {model_type!r}: supported are "
@@ -248,6 +272,12 @@ def _count_mla(config: Mapping[str, Any], model_type: str) -> ParamCount:
         q = q_lora * heads * (nope + rope)  # q_b_proj
         norms_attn = kv_lora + q_lora  # kv_a_layernorm, q_a_layernorm
     split = q + kv_lora * heads * (nope + v_dim) + heads * v_dim * hidden  # kv_b_proj, o_proj
+    if model_type == "deepseek_v32":  # the lightning indexer, replicated like the latent
+        index_heads = _int(config, "index_n_heads")
+        index_dim = _int(config, "index_head_dim")
+        q_in = _int(config, "q_lora_rank")
+        latent += q_in * index_heads * index_dim + hidden * index_dim + hidden * index_heads
+        norms_attn += 2 * index_dim  # the indexer's k LayerNorm (weight and bias)
     attention = (latent + split) * layers
     latent_total = latent * layers
 
@@ -322,6 +352,8 @@ def kv_bytes_per_token(
     layers = _int(config, "num_hidden_layers")
     if model_type in MLA_MODEL_TYPES:
         per_layer = _int(config, "kv_lora_rank") + _int(config, "qk_rope_head_dim")
+        if model_type == "deepseek_v32":
+            per_layer += _int(config, "index_head_dim")  # the indexer's cached keys
     else:
         _, kv_heads, head_dim = _gqa_shape(config)
         per_layer = 2 * math.ceil(kv_heads / tensor_parallel) * head_dim
@@ -362,10 +394,10 @@ def weights_bytes_per_chip(
         # Each EP rank holds ceil(n / EP) whole experts; without EP every expert is TP-split.
         share = math.ceil(n / ranks) / n if expert_parallel else 1 / ranks
         per_chip += wbytes * counts.experts * share
-    return per_chip
+    return float(per_chip)
 
 
-def _dtype_bytes(dtype: str, table: Mapping[str, int], what: str) -> int:
+def _dtype_bytes(dtype: str, table: Mapping[str, Any], what: str) -> Any:
     try:
         return table[dtype]
     except KeyError:

@@ -13,11 +13,11 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from .fit import FitError, FitReport, estimate
+from .fit import FitError, FitReport, NotEstimableError, estimate
 from .manifest import ManifestError, load, verify
-from .matrix import StackSet
+from .matrix import Matrix, StackSet
 from .npusmi import NpuSmiParseError, NpuSmiRunError, locate, parse_info, query_info
-from .profiles import Profile
+from .profiles import Profile, set_problems
 
 # Where the python_env role records the serving environment (stack set, interpreter).
 PYTHON_ENV_FACT = Path("/etc/ansible/facts.d/ascend_python_env.fact")
@@ -121,6 +121,15 @@ def installed_versions(python: Path, names: list[str]) -> dict[str, str | None]:
     return {n: data.get(n) for n in names}
 
 
+def check_set(profile: Profile, stack: StackSet, matrix: Matrix | None = None) -> Finding:
+    """The version set serves the profile (platform, chip, the tutorial's vllm-ascend release)."""
+    problems = set_problems(profile, stack, matrix)
+    if problems:
+        return Finding("set", False, "; ".join(problems))
+    since = f" (>= {profile.min_vllm_ascend})" if profile.min_vllm_ascend else ""
+    return Finding("set", True, f"set {stack.name} serves profile {profile.name}{since}")
+
+
 def check_versions(python: Path, stack: StackSet) -> Finding:
     """The serving environment holds exactly the set's versions."""
     wanted = stack.distributions()
@@ -195,6 +204,8 @@ def fit_report(profile: Profile, model_dir: Path | None) -> FitReport | None:
 def check_fit(profile: Profile, model_dir: Path | None) -> Finding:
     try:
         report = fit_report(profile, model_dir)
+    except NotEstimableError as exc:
+        return Finding("fit", True, str(exc))
     except FitError as exc:
         return Finding("fit", False, str(exc))
     if report is None:

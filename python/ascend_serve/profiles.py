@@ -16,9 +16,11 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
+from packaging.version import InvalidVersion, Version
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from .fit import HBM_GIB
+from .matrix import Matrix, StackSet
 
 # Flags the layout, the node or the secret handling own: a profile's `vllm` mapping must not set
 # them, or the command line would say two things (or put the API key where `ps` shows it).
@@ -36,6 +38,8 @@ RESERVED_FLAGS: dict[str, str] = {
     "data-parallel-start-rank": "the node's rank",
     "enable-expert-parallel": "parallel.expert",
     "reasoning-parser": "reasoning_parser",
+    "enable-auto-tool-choice": "tool_call_parser (set, it turns automatic tool choice on)",
+    "tool-call-parser": "tool_call_parser",
     "api-key": "the API key file (VLLM_API_KEY in the environment, never on the command line)",
 }
 _NAME = re.compile(r"^[a-z0-9][a-z0-9._-]*$")
@@ -53,7 +57,7 @@ class ModelSpec(BaseModel):
     name: str
     served_name: str
     hf_id: str | None = None
-    weights: Literal["bf16", "fp16", "fp32", "w8a8"] = "bf16"
+    weights: Literal["bf16", "fp16", "fp32", "w8a8", "w4a8"] = "bf16"
     # config.json fields of the public checkpoint (for the fit estimate without local weights).
     config: dict[str, Any] | None = None
 
@@ -63,6 +67,21 @@ class ModelSpec(BaseModel):
         if not _NAME.match(value):
             raise ValueError(f"{value!r}: use lower-case letters, digits, '.', '_' and '-'")
         return value
+
+
+class Tutorial(BaseModel):
+    """The vendor's tutorial a profile follows: repository, file, tag and the deployment in it."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    repo: str
+    path: str
+    tag: str
+    deployment: str = Field(min_length=1)
+
+    @property
+    def url(self) -> str:
+        return f"https://github.com/{self.repo}/blob/{self.tag}/{self.path}"
 
 
 class Parallel(BaseModel):
@@ -90,6 +109,13 @@ class Profile(BaseModel):
     memory_gib: float | None = Field(None, gt=0)
     parallel: Parallel = Field(default_factory=Parallel)  # type: ignore[arg-type]
     reasoning_parser: str | None = None
+    # vLLM's tool-call parser for the model (--enable-auto-tool-choice --tool-call-parser X).
+    tool_call_parser: str | None = None
+    # NPU profiles: the tutorial followed, the lowest vllm-ascend that serves the model that way,
+    # and every setting that differs from the tutorial with the reason.
+    tutorial: Tutorial | None = None
+    min_vllm_ascend: str | None = None
+    differences: list[str] = Field(default_factory=list)
     vllm: dict[str, Any] = Field(default_factory=dict)
     env: dict[str, str] = Field(default_factory=dict)
     health_timeout_s: int = Field(600, ge=10, le=86400)
@@ -142,6 +168,9 @@ class Profile(BaseModel):
                 f"{par.data}"
             )
         if self.device == "npu":
+            if self.tutorial is None or self.min_vllm_ascend is None:
+                raise ValueError("an npu profile names its tutorial (repo, path, tag, deployment) "
+                                 "and min_vllm_ascend, the lowest vllm-ascend that serves it")
             if self.chip not in HBM_GIB:
                 raise ValueError(f"chip {self.chip!r} is not one of {', '.join(HBM_GIB)}")
             need = par.tensor * par.data_local
@@ -295,3 +324,53 @@ def resolve(
         return Profile.model_validate(merged)
     except ValidationError as exc:
         raise ProfileError(_describe(exc, name)) from exc
+
+
+def _version(text: str) -> Version | None:
+    try:
+        return Version(text)
+    except InvalidVersion:
+        return None
+
+
+def serves(profile: Profile, stack: StackSet) -> bool:
+    """Can the version set ``stack`` serve ``profile`` (platform, chip, vllm-ascend release)?"""
+    return not _set_reasons(profile, stack)
+
+
+def _set_reasons(profile: Profile, stack: StackSet) -> list[str]:
+    if profile.device == "cpu":
+        return [] if stack.platform == "cpu" else [
+            f"profile {profile.name} serves on CPU; set {stack.name} is an Ascend set"]
+    if stack.platform != "ascend":
+        return [f"profile {profile.name} serves on {profile.chip} NPUs; set {stack.name} is a "
+                f"{stack.platform} set without vllm-ascend"]
+    reasons = []
+    if profile.chip not in stack.chips:
+        reasons.append(f"set {stack.name} does not support {profile.chip} (it supports "
+                       f"{', '.join(stack.chips)})")
+    wanted = _version(profile.min_vllm_ascend or "")
+    have = _version(stack.vllm_ascend or "")
+    if wanted is not None and (have is None or have < wanted):
+        tutorial = profile.tutorial
+        since = f" ({tutorial.path} appears at {tutorial.repo} {tutorial.tag})" if tutorial else ""
+        reasons.append(f"profile {profile.name} needs vllm-ascend >= {profile.min_vllm_ascend}"
+                       f"{since}; set {stack.name} has vllm-ascend {stack.vllm_ascend}")
+    return reasons
+
+
+def set_problems(profile: Profile, stack: StackSet, matrix: Matrix | None = None) -> list[str]:
+    """Why the version set ``stack`` cannot serve ``profile``, each with the fix (empty: it can).
+
+    The fix names the lowest set of ``matrix`` that serves the profile, when there is one.
+    """
+    reasons = _set_reasons(profile, stack)
+    if not reasons:
+        return []
+    fitting = [s for s in (matrix.sets if matrix else []) if serves(profile, s)]
+    if fitting:
+        lowest = min(fitting, key=lambda s: _version(s.vllm_ascend or "0") or Version("0"))
+        fix = f"fix: install set {lowest.name} (ascend_stack_set) or pick another profile"
+    else:
+        fix = "fix: no version set in the matrix serves it; pick another profile"
+    return [f"{reason}; {fix}" for reason in reasons]

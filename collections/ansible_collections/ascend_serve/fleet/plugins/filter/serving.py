@@ -7,6 +7,7 @@ and ``ascend-serve serve`` resolve the same profile and render the same launcher
     profile: "{{ 'tiny-deepseek-v3' | ascend_serve.fleet.serving_profile(overrides, files) }}"
     ctx: "{{ profile | ascend_serve.fleet.vllm_launch_context(model_path=..., vllm=..., ...) }}"
     fit: "{{ profile | ascend_serve.fleet.serving_fit(config_json_or_none) }}"
+    problems: "{{ profile | ascend_serve.fleet.serving_set_problems(resolved_set_or_name) }}"
 """
 
 from __future__ import annotations
@@ -83,9 +84,31 @@ def serving_fit(profile: Any, config: Any = None) -> dict[str, Any] | None:
             update={"config": _plain(config)})})
     try:
         report = nodecheck.fit_report(parsed, None)
+    except fit.NotEstimableError:
+        return None  # an architecture the estimate does not model: nothing to refuse on
     except fit.FitError as exc:
         raise AnsibleFilterError(f"memory fit of profile {parsed.name}: {exc}") from exc
     return None if report is None else dict(report.model_dump())
+
+
+def serving_set_problems(profile: Any, stack: Any) -> list[str]:
+    """Resolved profile + the version set (a resolved set mapping or a set name) -> why that set
+    cannot serve the profile, each with the fix (the lowest set of the matrix that can); [] if
+    it can."""
+    profiles = _package("profiles", "serving_set_problems")
+    matrix_mod = _package("matrix", "serving_set_problems")
+    parsed = _profile(profile, "serving_set_problems")
+    try:
+        matrix = matrix_mod.load_matrix()
+        plain = _plain(stack)
+        if isinstance(plain, str):
+            resolved = matrix_mod.resolve(matrix, plain)
+        else:
+            resolved = matrix_mod.StackSet.model_validate(plain)
+    except ValueError as exc:
+        raise AnsibleFilterError(f"serving_set_problems: {exc}") from exc
+    problems: list[str] = profiles.set_problems(parsed, resolved, matrix)
+    return problems
 
 
 class FilterModule:
@@ -94,4 +117,5 @@ class FilterModule:
             "serving_profile": serving_profile,
             "vllm_launch_context": vllm_launch_context,
             "serving_fit": serving_fit,
+            "serving_set_problems": serving_set_problems,
         }
