@@ -1,9 +1,10 @@
 """The real-output corpus itself: every sample has its origin in SOURCES and a reading.
 
 ``tests/data/corpus/<family>/`` holds verbatim outputs of the vendor's tools and files
-(npu-smi, hccn_tool, rank tables, install-tree version files) that operators posted or vendors
-ship; ``<sample>.expected.json`` is what a careful human reads from it. The readers' tests
-(``test_corpus_*.py``) check the readers against those readings; this test checks the corpus.
+(npu-smi, hccn_tool, rank tables, install-tree version files) and vLLM's startup logs that
+operators posted or vendors ship, or that the CPU test bed printed; ``<sample>.expected.json`` is
+what a careful human reads from it. The readers' tests (``test_corpus_*.py``,
+``test_vllm_log.py``) check the readers against those readings; this test checks the corpus.
 """
 
 from __future__ import annotations
@@ -24,7 +25,8 @@ def _samples(family: Path) -> list[Path]:
 
 
 def test_corpus_families_and_sizes() -> None:
-    assert [f.name for f in FAMILIES] == ["hccn_tool", "npu-smi", "ranktable", "versions"]
+    assert [f.name for f in FAMILIES] == ["hccn_tool", "npu-smi", "ranktable", "versions",
+                                          "vllm-log"]
     sizes = {f.name: len(_samples(f)) for f in FAMILIES}
     # The issue's floor: at least 20 `npu-smi info` tables.
     tables = [p for p in _samples(CORPUS / "npu-smi")

@@ -228,6 +228,21 @@ def test_serve_refuses_a_profile_that_does_not_fit(tmp_path: Path) -> None:
     assert not checks["model"]["ok"] and "not a directory" in checks["model"]["detail"]
     assert not checks["npus"]["ok"] and "npu-smi not found" in checks["npus"]["detail"]
     assert not checks["ascend-env"]["ok"]
+    assert checks["set"]["ok"]
+    assert "nothing was started" in result.stderr
+
+
+def test_serve_refuses_a_set_below_the_profiles_tutorial(tmp_path: Path) -> None:
+    result = runner.invoke(app, [
+        "serve", "deepseek-v4-flash-w8a8-a2", "--venv", str(tmp_path),
+        "--stack-set", "vllm-ascend-0.18.0", "--model-dir", str(tmp_path / "absent"),
+        "--npu-smi", str(tmp_path / "no-npu-smi"), "--json"])
+    assert result.exit_code == 1
+    checks = {c["name"]: c for c in json.loads(result.stdout.splitlines()[0])["checks"]}
+    assert not checks["set"]["ok"]
+    assert "needs vllm-ascend >= 0.23.0" in checks["set"]["detail"]
+    assert "fix: install set vllm-ascend-0.23.0" in checks["set"]["detail"]
+    assert checks["fit"]["ok"] and "not estimated" in checks["fit"]["detail"]
     assert "nothing was started" in result.stderr
 
 

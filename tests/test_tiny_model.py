@@ -25,7 +25,18 @@ from ascend_serve.tiny_model import (
     PAD_TOKEN,
     SPECIAL_TOKENS,
     THINK_TOKEN,
+    TOOL_CALL_BEGIN_TOKEN,
+    TOOL_CALL_END_TOKEN,
+    TOOL_CALLS_BEGIN_TOKEN,
+    TOOL_CALLS_END_TOKEN,
+    TOOL_OUTPUT_BEGIN_TOKEN,
+    TOOL_OUTPUT_END_TOKEN,
+    TOOL_OUTPUTS_BEGIN_TOKEN,
+    TOOL_OUTPUTS_END_TOKEN,
+    TOOL_SEP_TOKEN,
+    TOOL_TOKENS,
     USER_TOKEN,
+    VOCAB_SIZE,
 )
 
 runner = CliRunner()
@@ -183,6 +194,90 @@ def test_chat_template_is_deepseek_r1(tiny_models: dict[str, Path], transformers
     )
     without = tokenizer.apply_chat_template(messages[:2], tokenize=False)
     assert without.endswith("What is 2+2?")
+
+
+def test_tool_tokens_are_single_visible_tokens_after_the_vocabulary(
+    tiny_models: dict[str, Path], transformers_mod: Any
+) -> None:
+    tokenizer = transformers_mod.AutoTokenizer.from_pretrained(str(tiny_models["deepseek_v3"]))
+    assert len(TOOL_TOKENS) == len(set(TOOL_TOKENS)) == 9
+    ids = [tokenizer.convert_tokens_to_ids(token) for token in TOOL_TOKENS]
+    assert ids == list(range(VOCAB_SIZE, VOCAB_SIZE + len(TOOL_TOKENS)))
+    assert len(tokenizer) == VOCAB_SIZE + len(TOOL_TOKENS)
+    call = (f"{TOOL_CALLS_BEGIN_TOKEN}{TOOL_CALL_BEGIN_TOKEN}function{TOOL_SEP_TOKEN}get_time\n"
+            f"```json\n{{\"zone\": \"utc\"}}\n```{TOOL_CALL_END_TOKEN}{TOOL_CALLS_END_TOKEN}")
+    encoded = tokenizer.encode(call, add_special_tokens=False)
+    for token in (TOOL_CALLS_BEGIN_TOKEN, TOOL_CALL_BEGIN_TOKEN, TOOL_SEP_TOKEN,
+                  TOOL_CALL_END_TOKEN, TOOL_CALLS_END_TOKEN):
+        assert encoded.count(tokenizer.convert_tokens_to_ids(token)) == 1
+    # Visible like <think>: a parser reading the decoded text (skip_special_tokens, as vLLM
+    # decodes by default) still finds them; the turn markers are skipped.
+    assert tokenizer.decode(encoded, skip_special_tokens=True) == call
+    outputs = f"{TOOL_OUTPUTS_BEGIN_TOKEN}{TOOL_OUTPUT_BEGIN_TOKEN}12:00{TOOL_OUTPUT_END_TOKEN}" \
+              f"{TOOL_OUTPUTS_END_TOKEN}"
+    ids = tokenizer.encode(f"{USER_TOKEN}{outputs}{ASSISTANT_TOKEN}", add_special_tokens=False)
+    assert tokenizer.decode(ids, skip_special_tokens=True) == outputs
+
+
+TOOLS = [{"type": "function", "function": {
+    "name": "get_time", "description": "Time now",
+    "parameters": {"type": "object", "properties": {"zone": {"type": "string",
+                                                             "enum": ["utc", "local"]}},
+                   "required": ["zone"]}}}]
+
+
+def test_chat_template_renders_tools_calls_and_results(
+    tiny_models: dict[str, Path], transformers_mod: Any
+) -> None:
+    tokenizer = transformers_mod.AutoTokenizer.from_pretrained(str(tiny_models["deepseek_v3"]))
+    messages: list[dict[str, Any]] = [
+        {"role": "system", "content": "Be brief."},
+        {"role": "user", "content": "Time in UTC and here?"},
+        # vLLM hands the template parsed arguments (a dict); OpenAI clients send a JSON string.
+        {"role": "assistant", "content": None, "tool_calls": [
+            {"id": "c1", "type": "function",
+             "function": {"name": "get_time", "arguments": {"zone": "utc"}}},
+            {"id": "c2", "type": "function",
+             "function": {"name": "get_time", "arguments": '{"zone": "local"}'}}]},
+        {"role": "tool", "tool_call_id": "c1", "content": "12:00"},
+        {"role": "tool", "tool_call_id": "c2", "content": "14:00"},
+        {"role": "assistant", "content": "<think>\nadd two\n</think>\n\n12:00 and 14:00."},
+        {"role": "user", "content": "Thanks!"},
+    ]
+    text = tokenizer.apply_chat_template(messages, tools=TOOLS, tokenize=False,
+                                         add_generation_prompt=True)
+    tools_json = json.dumps(TOOLS[0], ensure_ascii=False)
+
+    def call(arguments: str) -> str:
+        return (f"{TOOL_CALL_BEGIN_TOKEN}function{TOOL_SEP_TOKEN}get_time\n```json\n{arguments}"
+                f"\n```{TOOL_CALL_END_TOKEN}")
+
+    utc, local = '{"zone": "utc"}', '{"zone": "local"}'
+    assert text == (
+        f"{BOS_TOKEN}Be brief.\n\n## Tools\n\nCall them with {TOOL_CALLS_BEGIN_TOKEN}"
+        f"{TOOL_CALL_BEGIN_TOKEN}function{TOOL_SEP_TOKEN}NAME\n```json\nARGUMENTS\n```"
+        f"{TOOL_CALL_END_TOKEN}{TOOL_CALLS_END_TOKEN}:\n{tools_json}"
+        f"{USER_TOKEN}Time in UTC and here?"
+        f"{ASSISTANT_TOKEN}{TOOL_CALLS_BEGIN_TOKEN}{call(utc)}\n"
+        f"{call(local)}{TOOL_CALLS_END_TOKEN}{EOS_TOKEN}"
+        f"{TOOL_OUTPUTS_BEGIN_TOKEN}{TOOL_OUTPUT_BEGIN_TOKEN}12:00{TOOL_OUTPUT_END_TOKEN}\n"
+        f"{TOOL_OUTPUT_BEGIN_TOKEN}14:00{TOOL_OUTPUT_END_TOKEN}{TOOL_OUTPUTS_END_TOKEN}"
+        f"\n\n12:00 and 14:00.{EOS_TOKEN}"  # the answer after the results: no new turn marker
+        f"{USER_TOKEN}Thanks!{ASSISTANT_TOKEN}{THINK_TOKEN}\n"
+    )
+    # Right after tool results, the generation prompt continues the assistant's turn.
+    after_results = tokenizer.apply_chat_template(messages[:5], tools=TOOLS, tokenize=False,
+                                                  add_generation_prompt=True)
+    assert after_results.endswith(f"14:00{TOOL_OUTPUT_END_TOKEN}{TOOL_OUTPUTS_END_TOKEN}"
+                                  f"{THINK_TOKEN}\n")
+    # No tools, no tools section: a plain chat renders as before.
+    plain = tokenizer.apply_chat_template(messages[:2], tokenize=False,
+                                          add_generation_prompt=True)
+    assert plain == f"{BOS_TOKEN}Be brief.{USER_TOKEN}Time in UTC and here?{ASSISTANT_TOKEN}" \
+                    f"{THINK_TOKEN}\n"
+    # A tools prompt without a system prompt starts with the tools section.
+    no_system = tokenizer.apply_chat_template(messages[1:2], tools=TOOLS, tokenize=False)
+    assert no_system.startswith(f"{BOS_TOKEN}## Tools\n\n")
 
 
 def test_generation_config(tiny_models: dict[str, Path]) -> None:

@@ -38,8 +38,10 @@ else:
 
 REPO = Path(__file__).resolve().parents[1]
 SCRIPT = REPO / "python" / "ascend_serve" / "validate.py"
-ALL_CHECKS = list(v.CHECK_NAMES)
-WITHOUT_KEY_OR_REASONING = [n for n in ALL_CHECKS if n not in ("auth", "reasoning")]
+ALL_CHECKS = list(v.CHECK_NAMES)  # with an API key, --reasoning and --tools
+TOOL_CHECKS = list(v.TOOL_CHECK_NAMES)
+WITHOUT_TOOLS = [n for n in ALL_CHECKS if n not in TOOL_CHECKS]
+WITHOUT_KEY_OR_REASONING = [n for n in WITHOUT_TOOLS if n not in ("auth", "reasoning")]
 
 # The command as cli.py registers it, beside a second command (so "validate" is a subcommand).
 cli = typer.Typer()
@@ -306,6 +308,90 @@ def test_script_imports_only_stdlib_and_httpx() -> None:
     assert imported - set(sys.stdlib_module_names) == {"httpx"}
 
 
+# Tool calls: what the checks accept and what they refuse
+
+def call(name: str = "get_time", arguments: str = '{"zone": "utc"}', **overrides: Any
+         ) -> dict[str, Any]:
+    """An OpenAI tool_calls entry as vLLM 0.32 answers it."""
+    entry: dict[str, Any] = {"id": "chatcmpl-tool-1", "type": "function",
+                             "function": {"name": name, "arguments": arguments}}
+    entry.update(overrides)
+    return entry
+
+
+def test_well_formed_tool_calls() -> None:
+    assert v.tool_call_problems(call(), v.TOOLS) == []
+    assert v.tool_call_problems(call(), v.TOOLS, expected_name="get_time") == []
+    assert v.tool_call_problems(call("get_weather", '{"unit":"celsius"}'), v.TOOLS) == []
+
+
+@pytest.mark.parametrize(("entry", "expected_name", "message"), [
+    (call(id=""), None, "tool call id is ''"),
+    (call(type="tool"), None, "type is 'tool', not 'function'"),
+    (call("get_weather", '{"unit": "celsius"}'), "get_time",
+     "called 'get_weather', but tool_choice named 'get_time'"),
+    (call("rm_rf"), None, "called 'rm_rf', which is not offered (get_weather, get_time)"),
+    (call(arguments='{"zone": "utc"'), None, "arguments are not JSON"),
+    (call(arguments='["utc"]'), None, "arguments are not a JSON object"),
+    (call(arguments='{"zone": "mars"}'), None, "zone: 'mars' is not one of ['utc', 'local']"),
+    (call(arguments="{}"), None, "missing zone"),
+    (call(arguments='{"zone": "utc", "x": 1}'), None, "unexpected x"),
+    (call(arguments='{"zone": 7}'), None, "zone: 7 is not a string"),
+    ({"id": "c", "type": "function", "function": None}, None, "tool call function is None"),
+    ("get_time()", None, "not an object"),
+])
+def test_tool_call_problems(entry: Any, expected_name: str | None, message: str) -> None:
+    problems = v.tool_call_problems(entry, v.TOOLS, expected_name=expected_name)
+    assert any(message in p for p in problems), problems
+
+
+# A named tool call streamed as vLLM 0.32 streams it (deepseek_v3 parser): the first delta has
+# id, type and name, the arguments follow in pieces.
+TOOL_STREAM: list[dict[str, Any]] = [
+    {"choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}}]},
+    {"choices": [{"index": 0, "delta": {"reasoning": "ur"}}]},
+    {"choices": [{"index": 0, "delta": {"tool_calls": [
+        {"id": "chatcmpl-tool-9", "type": "function", "index": 0,
+         "function": {"name": "get_time"}}]}}]},
+    *[{"choices": [{"index": 0, "delta": {"tool_calls": [
+        {"index": 0, "function": {"arguments": piece}}]}}]}
+      for piece in ("{", '"zone', '":', '"ut', 'c"', "}")],
+    {"choices": [{"index": 0, "delta": {"content": ""}, "finish_reason": "stop"}]},
+    {"choices": [], "usage": {"prompt_tokens": 9, "completion_tokens": 20,
+                              "total_tokens": 29}},
+]
+
+
+def test_assemble_streamed_tool_calls() -> None:
+    assert v.assemble_tool_calls(TOOL_STREAM) == [call(arguments='{"zone":"utc"}',
+                                                       id="chatcmpl-tool-9")]
+    two = [{"choices": [{"delta": {"tool_calls": [
+        {"index": 1, "id": "b", "type": "function", "function": {"name": "get_weather",
+                                                                 "arguments": "{}"}},
+        {"index": 0, "id": "a", "type": "function", "function": {"name": "get_time",
+                                                                 "arguments": "{}"}}]}}]}]
+    assert [c["id"] for c in v.assemble_tool_calls(two)] == ["a", "b"]
+    assert v.assemble_tool_calls([{"choices": [{"delta": {"content": "hi"}}]}]) == []
+    with pytest.raises(v.CheckError, match="no index"):
+        v.assemble_tool_calls([{"choices": [{"delta": {"tool_calls": [{"id": "a"}]}}]}])
+
+
+def test_tool_parser_fix_only_for_vllms_missing_parser_message() -> None:
+    message = ('POST /v1/chat/completions: HTTP 400: "auto" tool choice requires '
+               "--enable-auto-tool-choice and --tool-call-parser to be set")
+    fixed = v.with_tool_parser_fix(message)
+    assert fixed.startswith(message)
+    assert "set tool_call_parser in the serving profile" in fixed
+    assert v.with_tool_parser_fix("HTTP 500: engine dead") == "HTTP 500: engine dead"
+
+
+def test_tools_option_in_both_command_lines() -> None:
+    assert v._parser().parse_args(["http://h:1", "--tools"]).tools is True
+    assert v._parser().parse_args(["http://h:1"]).tools is False
+    result = runner.invoke(cli, ["validate", "--help"], env={"COLUMNS": "160"})
+    assert "--tools" in _uncolored(result.output) and "--no-tools" in _uncolored(result.output)
+
+
 # ---------------------------------------------------------------------------------------------
 # Servers that are not (working) vLLM servers: nothing listening, 404 everywhere, hanging,
 # broken answers
@@ -450,7 +536,7 @@ def test_broken_answers_fail_with_details(stub_server: Callable[[Handler], str])
     url = stub_server(broken_vllm)
     report = v.run_checks(url, reasoning=True, concurrency=3, timeout=5)
     checks = by_name(report)
-    assert names(report) == [n for n in ALL_CHECKS if n != "auth"]
+    assert names(report) == [n for n in WITHOUT_TOOLS if n != "auth"]
     assert checks["health"].ok and checks["models"].ok
     assert "using the first listed, 'fake'" in checks["models"].detail
     assert report.served_name == "fake"
@@ -465,6 +551,138 @@ def test_broken_answers_fail_with_details(stub_server: Callable[[Handler], str])
                                         "vllm:generation_tokens_total")
     assert checks["concurrency"].detail.startswith("0/3 ok in ")
     assert "first failure: usage does not add up" in checks["concurrency"].detail
+
+
+def chat_answer(message: dict[str, Any], finish: str = "stop") -> str:
+    return json.dumps({"choices": [{"index": 0, "message": {"role": "assistant", **message},
+                                    "finish_reason": finish}],
+                       "usage": {"prompt_tokens": 9, "completion_tokens": 5,
+                                 "total_tokens": 14}})
+
+
+def sse(events: list[dict[str, Any]]) -> str:
+    return "".join(f"data: {json.dumps(e)}\n\n" for e in events) + "data: [DONE]\n\n"
+
+
+def tool_stub(chat: Callable[[dict[str, Any]], tuple[int, str, str]]) -> Handler:
+    """A server that answers health and models; chat requests with tools go to ``chat``;
+    no /tokenize (404), as servers other than vLLM."""
+    def handle(handler: BaseHTTPRequestHandler, body: dict[str, Any] | None) -> None:
+        if handler.path == "/health":
+            send(handler, 200, "")
+        elif handler.path == "/v1/models":
+            send(handler, 200, json.dumps({"data": [{"id": "m"}]}))
+        elif handler.path == "/v1/chat/completions" and body and "tools" in body:
+            send(handler, *chat(body))
+        else:
+            send(handler, 404, json.dumps({"error": {"message": f"no route {handler.path}"}}))
+    return handle
+
+
+def run_tool_checks(url: str, **kwargs: Any) -> dict[str, Any]:
+    """The tool checks' outcomes (the others fail against a stub: not looked at here)."""
+    report = v.run_checks(url, served_name="m", tools=True, concurrency=1, timeout=5, **kwargs)
+    checks = by_name(report)
+    assert [n for n in names(report) if n.startswith("tools-")] == TOOL_CHECKS
+    return {n: checks[n] for n in TOOL_CHECKS}
+
+
+def test_tools_without_a_tool_parser_say_how_to_fix_it(stub_server: Callable[[Handler], str]
+                                                       ) -> None:
+    """vLLM 0.32's answers to tools when started without --enable-auto-tool-choice
+    --tool-call-parser (vllm/renderers/online_renderer.py)."""
+    requests: list[dict[str, Any]] = []
+
+    def no_parser(body: dict[str, Any]) -> tuple[int, str, str]:
+        requests.append(body)
+        choice = body["tool_choice"]
+        if choice == "none":
+            return 200, chat_answer({"content": "It is noon."}), "application/json"
+        if choice == "auto":
+            message = ('"auto" tool choice requires --enable-auto-tool-choice and '
+                       "--tool-call-parser to be set")
+        else:
+            message = (f'tool_choice=function "{choice["function"]["name"]}" requires '
+                       "--tool-call-parser to be set")
+        return 400, json.dumps({"error": {"message": message, "type": "BadRequestError",
+                                          "code": 400}}), "application/json"
+
+    checks = run_tool_checks(stub_server(tool_stub(no_parser)))
+    assert checks["tools-none"].ok, checks["tools-none"].detail
+    assert checks["tools-auto"].detail == (
+        'POST /v1/chat/completions: HTTP 400: "auto" tool choice requires '
+        "--enable-auto-tool-choice and --tool-call-parser to be set: " + v.TOOL_PARSER_FIX)
+    for name in ("tools-named", "tools-named-stream"):
+        assert not checks[name].ok
+        assert 'tool_choice=function "get_time" requires --tool-call-parser' in checks[name].detail
+        assert checks[name].detail.endswith(
+            "set tool_call_parser in the serving profile (vLLM --enable-auto-tool-choice "
+            "--tool-call-parser, deepseek_v3 for DeepSeek-V3/R1)")
+    # What was asked: the offered tools, temperature 0, no reasoning budget without --reasoning,
+    # no logit_bias where /tokenize is missing.
+    assert [r["tool_choice"] for r in requests] == [
+        "auto", "none", {"type": "function", "function": {"name": "get_time"}},
+        {"type": "function", "function": {"name": "get_time"}}]
+    assert all(r["tools"] == v.TOOLS and r["temperature"] == 0 for r in requests)
+    assert not any("thinking_token_budget" in r or "logit_bias" in r for r in requests)
+    assert requests[-1]["stream"] is True
+
+
+def test_tool_choices_not_honoured_fail(stub_server: Callable[[Handler], str]) -> None:
+    """A server that calls a tool for "none", calls the wrong function for a named choice and
+    streams arguments that break the schema."""
+    def wrong(body: dict[str, Any]) -> tuple[int, str, str]:
+        choice = body["tool_choice"]
+        if body.get("stream"):
+            events = [dict(e) for e in TOOL_STREAM]
+            events[-3] = {"choices": [{"index": 0, "delta": {"tool_calls": [
+                {"index": 0, "function": {"arguments": ', "extra": 1}'}}]}}]}
+            return 200, sse(events), "text/event-stream"
+        if choice == "auto":
+            return 200, chat_answer({"content": None, "tool_calls": [call("get_time", "utc")]},
+                                    "tool_calls"), "application/json"
+        if choice == "none":
+            return 200, chat_answer({"content": "", "tool_calls": [call()]}), "application/json"
+        return 200, chat_answer({"content": "", "tool_calls": [
+            call("get_weather", '{"unit": "celsius"}')]}), "application/json"
+
+    checks = run_tool_checks(stub_server(tool_stub(wrong)))
+    assert not any(c.ok for c in checks.values())
+    assert checks["tools-auto"].detail == "tool_choice 'auto': arguments are not JSON: 'utc'"
+    assert checks["tools-none"].detail.startswith(
+        "tool_choice 'none' was not honoured: 1 tool call(s) ")
+    assert checks["tools-named"].detail == (
+        "called 'get_weather', but tool_choice named 'get_time'")
+    assert checks["tools-named-stream"].detail == (
+        'arguments {"zone":"utc", "extra": 1}: unexpected extra')
+
+
+def test_tool_answers_without_a_call_explain_why(stub_server: Callable[[Handler], str]) -> None:
+    """All reasoning, cut at max_tokens: the hint names --reasoning; a "none" answer that is
+    empty fails too."""
+    def thinking(body: dict[str, Any]) -> tuple[int, str, str]:
+        if body.get("stream"):
+            return 200, sse([{"choices": [{"index": 0, "delta": {"reasoning": "hmm"}}]},
+                             {"choices": [{"index": 0, "delta": {}, "finish_reason": "length"}],
+                              "usage": {"prompt_tokens": 9, "completion_tokens": 96,
+                                        "total_tokens": 105}}]), "text/event-stream"
+        if body["tool_choice"] == "none":
+            return 200, chat_answer({"content": ""}), "application/json"
+        return 200, chat_answer({"content": None, "reasoning": "hmm " * 20},
+                                "length"), "application/json"
+
+    checks = run_tool_checks(stub_server(tool_stub(thinking)))
+    assert checks["tools-auto"].detail == (
+        "tool_choice 'auto': the answer has neither content nor tool calls, finish_reason "
+        f"'length' (max_tokens {v.TOOL_MAX_TOKENS} reached; the answer is all reasoning: with "
+        "a reasoning parser, pass --reasoning so the tool checks bound the thinking)")
+    assert checks["tools-none"].detail == "tool_choice 'none': the answer is empty, " \
+                                          "finish_reason 'stop'"
+    for name in ("tools-named", "tools-named-stream"):
+        assert checks[name].detail.startswith(
+            "tool_choice named 'get_time', but the answer has no tool call, finish_reason "
+            "'length'"), checks[name].detail
+        assert "pass --reasoning" in checks[name].detail
 
 
 def test_api_key_never_in_details(stub_server: Callable[[Handler], str]) -> None:
@@ -528,12 +746,21 @@ def test_deepseek_v3_passes_every_check(vllm_deepseek_v3: VllmServer) -> None:
     server = vllm_deepseek_v3
     print(f"{server.served_name} healthy in {server.startup_s:.1f} s")
     report = v.run_checks(server.url, api_key=server.api_key, served_name=server.served_name,
-                          reasoning=True)
+                          reasoning=True, tools=True)
     assert report.ok, v.render_text(report)
     assert names(report) == ALL_CHECKS
     checks = by_name(report)
     # vLLM 0.32 puts the deepseek_r1 parser's output in message.reasoning
     assert checks["reasoning"].detail.startswith("message.reasoning: ")
+    # The random model answers "auto" with content; vLLM constrains the named choice to a real
+    # get_time call in DeepSeek's syntax, parsed by the deepseek_v3 parser, plain and streamed.
+    assert checks["tools-auto"].detail.startswith("tool_choice 'auto': ")
+    for name, prefix in (("tools-named", ""), ("tools-named-stream",
+                                               r"\d+ tool_calls deltas assemble to: ")):
+        match = re.fullmatch(prefix + r"called get_time\((\{.*\})\), finish_reason stop",
+                             checks[name].detail)
+        assert match, checks[name].detail
+        assert json.loads(match[1])["zone"] in ("utc", "local")
     assert checks["auth"].detail == "refused without a key and with a wrong key (401)"
     assert checks["completion"].detail.startswith("16 tokens, finish_reason length, usage ")
     assert checks["max-tokens"].detail.startswith("3 tokens, ")
@@ -547,8 +774,9 @@ def test_deepseek_v3_cli_table_and_json(vllm_deepseek_v3: VllmServer, tmp_path: 
     server = vllm_deepseek_v3
     assert server.api_key
     env = {"VLLM_API_KEY": server.api_key}
-    result = runner.invoke(cli, ["validate", server.url, "--reasoning", "--served-name",
-                                 server.served_name, "--concurrency", "4"], env=env)
+    result = runner.invoke(cli, ["validate", server.url, "--reasoning", "--tools",
+                                 "--served-name", server.served_name, "--concurrency", "4"],
+                           env=env)
     assert result.exit_code == 0, result.output
     for name in ALL_CHECKS:
         assert name in result.output
@@ -566,7 +794,7 @@ def test_deepseek_v3_cli_table_and_json(vllm_deepseek_v3: VllmServer, tmp_path: 
     assert data["ok"] is True
     assert data["served_name"] == server.served_name
     checks = by_name(data)
-    assert list(checks) == ALL_CHECKS
+    assert list(checks) == WITHOUT_TOOLS  # no --tools: no tool checks
     assert checks["completion"]["detail"].startswith("5 tokens, ")
     assert checks["concurrency"]["detail"].startswith("2/2 ok")
 
@@ -578,7 +806,7 @@ def test_deepseek_v3_standalone_script_in_the_vllm_venv(vllm_deepseek_v3: VllmSe
     assert server.api_key
     proc = subprocess.run(
         [str(vllm_python()), "-I", str(SCRIPT), server.url, "--served-name", server.served_name,
-         "--reasoning", "--json", "--api-key-env", "NODE_KEY"],
+         "--reasoning", "--tools", "--json", "--api-key-env", "NODE_KEY"],
         capture_output=True, text=True, timeout=300, env={"NODE_KEY": server.api_key},
         cwd="/",
     )
@@ -665,6 +893,24 @@ def test_qwen2_reasoning_fails_without_a_parser(vllm_qwen2: VllmServer) -> None:
                           concurrency=2, max_tokens=4)
     assert failed(report) == ["reasoning"]
     assert "--reasoning-parser" in by_name(report)["reasoning"].detail
+
+
+@pytest.mark.vllm
+def test_qwen2_tools_fail_without_a_tool_parser(vllm_qwen2: VllmServer) -> None:
+    """A real vLLM without --enable-auto-tool-choice --tool-call-parser: "auto" and a named
+    choice are refused (400, vLLM's own words, and the fix); "none" needs no parser."""
+    report = v.run_checks(vllm_qwen2.url, served_name="tiny-qwen2", tools=True, concurrency=1,
+                          max_tokens=4)
+    assert failed(report) == ["tools-auto", "tools-named", "tools-named-stream"]
+    checks = by_name(report)
+    assert checks["tools-auto"].detail == (
+        'POST /v1/chat/completions: HTTP 400: "auto" tool choice requires '
+        "--enable-auto-tool-choice and --tool-call-parser to be set: " + v.TOOL_PARSER_FIX)
+    assert checks["tools-named"].detail.startswith(
+        'POST /v1/chat/completions: HTTP 400: tool_choice=function "get_time" requires '
+        "--tool-call-parser")
+    assert checks["tools-named"].detail.endswith(v.TOOL_PARSER_FIX)
+    assert checks["tools-none"].detail.startswith("tool_choice 'none': no tool calls; content ")
 
 
 @pytest.mark.vllm

@@ -58,6 +58,7 @@ class VllmServer:
     api_key: str | None
     pid: int
     reasoning_parser: str | None = None
+    tool_call_parser: str | None = None
     startup_s: float = 0.0  # seconds from start to a healthy /health (the latest start)
 
 
@@ -67,10 +68,15 @@ class ServerSpec:
     served_name: str
     reasoning_parser: str | None
     with_api_key: bool
+    # With it, the server also gets --enable-auto-tool-choice (vLLM 0.32 answers any request with
+    # ``tools`` and tool_choice "auto" with a 400 without both flags:
+    # vllm/renderers/online_renderer.py).
+    tool_call_parser: str | None = None
 
 
 SPECS = {
-    "deepseek_v3": ServerSpec("deepseek_v3", "tiny-deepseek-v3", "deepseek_r1", True),
+    "deepseek_v3": ServerSpec("deepseek_v3", "tiny-deepseek-v3", "deepseek_r1", True,
+                              tool_call_parser="deepseek_v3"),
     "qwen2": ServerSpec("qwen2", "tiny-qwen2", None, False),
 }
 # Fixture name → server it starts (the autouse fixture reads the names a test uses).
@@ -223,6 +229,8 @@ class VllmPool:
                    "--host", "127.0.0.1", "--port", str(port), *SERVER_FLAGS]
         if spec.reasoning_parser:
             command += ["--reasoning-parser", spec.reasoning_parser]
+        if spec.tool_call_parser:
+            command += ["--enable-auto-tool-choice", "--tool-call-parser", spec.tool_call_parser]
         if api_key:
             # On the command line (as operators' unit files do); only tests see this process.
             command += ["--api-key", api_key]
@@ -241,6 +249,7 @@ class VllmPool:
                                             model_dir=model_dir, log_path=log_path,
                                             api_key=api_key, pid=proc.pid,
                                             reasoning_parser=spec.reasoning_parser,
+                                            tool_call_parser=spec.tool_call_parser,
                                             startup_s=startup_s)
         else:
             handle.url, handle.log_path, handle.pid = url, log_path, proc.pid
@@ -277,7 +286,8 @@ def vllm_pool(tmp_path_factory: pytest.TempPathFactory) -> Iterator[VllmPool]:
 
 @pytest.fixture(scope="session")
 def vllm_deepseek_v3(vllm_pool: VllmPool) -> Iterator[VllmServer]:
-    """Tiny DeepSeek-V3 (MLA + MoE) as ``tiny-deepseek-v3``: deepseek_r1 reasoning, API key."""
+    """Tiny DeepSeek-V3 (MLA + MoE) as ``tiny-deepseek-v3``: deepseek_r1 reasoning, deepseek_v3
+    tool calls (auto tool choice), API key."""
     (server,) = vllm_pool.use("deepseek_v3")
     yield server
     vllm_pool.stop("deepseek_v3")

@@ -182,8 +182,6 @@ class Profile(BaseModel):
         else:
             if self.memory_gib is None:
                 raise ValueError("a cpu profile needs memory_gib (the memory vLLM may use)")
-            if self.nodes != 1:
-                raise ValueError("a cpu profile serves on one node")
         return self
 
     @property

@@ -12,7 +12,7 @@ from typing import Annotated, Any
 
 import typer
 from rich.markup import escape
-from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from . import launcher
@@ -33,6 +33,7 @@ from .nodecheck import (
     check_fit,
     check_model,
     check_npus,
+    check_set,
     check_set_env,
     check_versions,
     fit_report,
@@ -48,6 +49,7 @@ from .profiles import (
 )
 from .profiles import resolve as resolve_profile
 from .server import ServerError, ServerProcess, last_line, log_tail
+from .vllm_log_reader import PHASES_TOTAL, describe
 
 profiles_app = typer.Typer(help="Named serving profiles (serving-profiles.yml).",
                            no_args_is_help=True)
@@ -189,8 +191,13 @@ def serve(
 
     Runs in the foreground until Ctrl-C or SIGTERM, which stop vLLM and every process it
     started. Exit codes: 0 stopped by the operator (or a dry run), 1 a node check or the memory
-    fit failed, 2 bad arguments, 3 vLLM died or never became healthy (the log's last lines are
-    printed).
+    fit failed, 2 bad arguments, 3 vLLM died or never became healthy (the phase its start was in,
+    for how long, the fix and the log's last lines are printed).
+
+    While vLLM starts, the progress bar shows its startup phase read from its log (engine
+    starting, loading weights with vLLM's per-shard progress, weights loaded, torch.compile, KV
+    cache, graph capture, engine ready, API server, startup complete); ``--json`` prints one
+    ``phase`` event per phase reached.
     """
     profile = _load(name, assignments or [], profile_files or [], host, port)
     if node_rank >= profile.nodes:
@@ -253,9 +260,11 @@ def serve(
         set_name = stack_set or (fact or {}).get("stack_set")
         if set_name:
             try:
-                stack = resolve(load_matrix(), str(set_name))
+                matrix = load_matrix()
+                stack = resolve(matrix, str(set_name))
             except MatrixError as exc:
                 raise fail(str(exc)) from exc
+            findings.append(check_set(profile, stack, matrix))
             findings.append(check_versions(env_dir / "bin" / "python", stack))
         else:
             findings.append(Finding("versions", False, "no version set to check against: pass "
@@ -280,16 +289,29 @@ def serve(
             err_console.print(f"started vLLM (pid {server.pid}), log {log_path}")
         if ctx["node"]["role"] == "head":
             with Progress(SpinnerColumn(), TextColumn("[progress.description]{task.description}"),
+                          BarColumn(bar_width=12), TextColumn("{task.completed}/{task.total}"),
                           TimeElapsedColumn(), console=err_console, transient=True,
                           disable=as_json) as progress:
-                task = progress.add_task(f"waiting for {url}/health (up to {wait:.0f} s)")
+                task = progress.add_task(f"waiting for {url}/health (up to {wait:.0f} s)",
+                                         total=PHASES_TOTAL)
+
+                def on_phase(entry: dict[str, Any]) -> None:
+                    emit("phase", phase=entry["phase"], title=entry["title"],
+                         index=entry["index"], total=PHASES_TOTAL, seconds=entry["seconds"],
+                         stamp=entry["stamp"], summary=entry["summary"])
+                    progress.update(task, completed=entry["index"] + 1)
 
                 def tick(elapsed: float) -> None:
-                    progress.update(task, description=f"waiting for {url}/health: "
-                                    f"{escape(last_line(log_path))}")
+                    reading = server.follower.reading()
+                    where = (describe(reading) if reading["phase"] else
+                             f"waiting for {url}/health")
+                    if reading["progress"] is None:  # no bar of vLLM's: its last line
+                        where += f" · {last_line(log_path)[:60]}"
+                    progress.update(task, description=escape(where))
 
-                took = server.wait_healthy(f"{url}/health", wait, tick)
-            emit("ready", url=url, served_name=profile.model.served_name, seconds=round(took, 1))
+                took = server.wait_healthy(f"{url}/health", wait, tick, on_phase=on_phase)
+            emit("ready", url=url, served_name=profile.model.served_name, seconds=round(took, 1),
+                 phases=server.follower.reached, facts=server.follower.reading()["facts"])
             if not as_json:
                 console.print(f"serving {profile.model.served_name} at {url} "
                               f"(healthy after {took:.0f} s); Ctrl-C stops it")
@@ -304,14 +326,19 @@ def serve(
         raise fail(f"vLLM exited with status {code}:\n{log_tail(log_path)}", EXIT_FAILED)
     except ServerError as exc:
         server.stop()
-        emit("failed", error=str(exc), log_tail=exc.log_tail)
-        raise fail(f"{exc}; last lines of {log_path}:\n{exc.log_tail}", EXIT_FAILED) from exc
+        emit("failed", error=str(exc), log_tail=exc.log_tail, phase=exc.phase,
+             phase_seconds=exc.phase_seconds, cause=exc.cause, fix=exc.fix,
+             timed_out=exc.timed_out)
+        one_run = ("; for one run: --set health_timeout_s=SECONDS"
+                   if exc.timed_out and exc.phase != "ready" else "")
+        raise fail(f"{exc}{one_run}\nlast lines of {log_path}:\n{exc.log_tail}",
+                   EXIT_FAILED) from exc
     except _StopRequestedError as stop:
         status = server.stop()
         left = server.group_alive()
         emit("stopped", signal=str(stop), status=status, orphans=left)
         if not as_json:
-            err_console.print(f"stopped vLLM ({stop}; exit status {code})")
+            err_console.print(f"stopped vLLM ({stop}; exit status {status})")
         raise typer.Exit(EXIT_FAILED if left else EXIT_OK) from None
     finally:
         for sig, handler in previous.items():

@@ -2,7 +2,8 @@
 
 The models have real architectures (DeepSeek-V3 and V2 with MLA + MoE; Qwen2 and Llama, the
 bases of the R1 distills) with random weights, a byte-level BPE tokenizer trained here on local
-text, DeepSeek's special tokens and the DeepSeek-R1 chat template. They load in ``transformers``
+text, DeepSeek's special and tool-call tokens and a chat template in DeepSeek-R1's format that
+carries tools, tool calls and tool results. They load in ``transformers``
 and serve with vLLM on CPUs, so the serving path can be tested without downloading a model.
 Their output is noise.
 
@@ -41,9 +42,30 @@ END_THINK_TOKEN = "</think>"
 # Ids 0..6 in this order: bos 0 and eos 1 as in DeepSeek's own tokenizers.
 SPECIAL_TOKENS = (BOS_TOKEN, EOS_TOKEN, PAD_TOKEN, USER_TOKEN, ASSISTANT_TOKEN, THINK_TOKEN,
                   END_THINK_TOKEN)
-# <think> and </think> stay visible in decoded text (not "special"), as in DeepSeek-R1, so a
-# reasoning parser can find them; the others are skipped by skip_special_tokens.
-VISIBLE_ADDED_TOKENS = (THINK_TOKEN, END_THINK_TOKEN)
+# DeepSeek-V3/R1's tool-call tokens, spelled as vLLM 0.32's deepseek_v3 tool parser
+# (vllm/tool_parsers/deepseekv3_tool_parser.py) and xgrammar 0.2.8's "deepseek_r1" structural tag
+# (xgrammar/builtin_structural_tag.py, get_deepseek_r1_structural_tag) spell them. A call is
+# <｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>NAME\n```json\nARGS\n```
+# <｜tool▁call▁end｜>… <｜tool▁calls▁end｜> (calls separated by "\n"); tool results are
+# <｜tool▁outputs▁begin｜><｜tool▁output▁begin｜>RESULT<｜tool▁output▁end｜>…<｜tool▁outputs▁end｜>.
+TOOL_CALLS_BEGIN_TOKEN = "<｜tool▁calls▁begin｜>"
+TOOL_CALLS_END_TOKEN = "<｜tool▁calls▁end｜>"
+TOOL_CALL_BEGIN_TOKEN = "<｜tool▁call▁begin｜>"
+TOOL_CALL_END_TOKEN = "<｜tool▁call▁end｜>"
+TOOL_SEP_TOKEN = "<｜tool▁sep｜>"
+TOOL_OUTPUTS_BEGIN_TOKEN = "<｜tool▁outputs▁begin｜>"
+TOOL_OUTPUTS_END_TOKEN = "<｜tool▁outputs▁end｜>"
+TOOL_OUTPUT_BEGIN_TOKEN = "<｜tool▁output▁begin｜>"
+TOOL_OUTPUT_END_TOKEN = "<｜tool▁output▁end｜>"
+# Added after the trained vocabulary (ids VOCAB_SIZE.. in this order), so the ids of every
+# other token do not depend on them.
+TOOL_TOKENS = (TOOL_CALLS_BEGIN_TOKEN, TOOL_CALLS_END_TOKEN, TOOL_CALL_BEGIN_TOKEN,
+               TOOL_CALL_END_TOKEN, TOOL_SEP_TOKEN, TOOL_OUTPUTS_BEGIN_TOKEN,
+               TOOL_OUTPUTS_END_TOKEN, TOOL_OUTPUT_BEGIN_TOKEN, TOOL_OUTPUT_END_TOKEN)
+# <think>, </think> and the tool tokens stay visible in decoded text (not "special"), as in
+# DeepSeek-R1, so the reasoning parser and the tool parser (which read the decoded text) can find
+# them; the others are skipped by skip_special_tokens.
+VISIBLE_ADDED_TOKENS = (THINK_TOKEN, END_THINK_TOKEN, *TOOL_TOKENS)
 
 VOCAB_SIZE = 1024
 HIDDEN_SIZE = 256
@@ -51,27 +73,72 @@ NUM_HEADS = 4  # head_dim 64
 NUM_LAYERS = 2
 MAX_POSITIONS = 4096
 
-# DeepSeek-R1's chat template, trimmed of tool calls: system prompts first, <｜User｜> and
-# <｜Assistant｜> turns, earlier answers without their reasoning, and a generation prompt that
-# opens the reasoning with "<think>\n".
+# A chat template in DeepSeek-R1's format (written for these models, not DeepSeek's own text):
+# system prompts first, then the offered tools (``tools``, one JSON object a line, with how to
+# call them); <｜User｜> and <｜Assistant｜> turns; earlier answers without their reasoning; an
+# assistant's ``tool_calls`` in DeepSeek's tool-call syntax (arguments as given when a string,
+# as JSON when vLLM passed them parsed); ``tool`` messages as one tool-outputs block per run of
+# results, after which the assistant's next answer continues without a new <｜Assistant｜>; and
+# a generation prompt that opens the reasoning with "<think>\n".
+# Short: the tiny tokenizer spends about one token per two characters of JSON, and the tiny
+# serving profile has a 512-token context.
+_TOOLS_PROMPT = (
+    "## Tools\n\nCall them with " + TOOL_CALLS_BEGIN_TOKEN + TOOL_CALL_BEGIN_TOKEN + "function"
+    + TOOL_SEP_TOKEN + "NAME\n```json\nARGUMENTS\n```" + TOOL_CALL_END_TOKEN + TOOL_CALLS_END_TOKEN
+    + ":"
+)
 CHAT_TEMPLATE = (
     "{% if not add_generation_prompt is defined %}{% set add_generation_prompt = false %}"
     "{% endif %}"
-    "{% set ns = namespace(system_prompt='') %}"
+    "{% set ns = namespace(system_prompt='', after_tool=false) %}"
     "{%- for message in messages %}{%- if message['role'] == 'system' %}"
     "{% set ns.system_prompt = ns.system_prompt + message['content'] %}"
     "{%- endif %}{%- endfor %}"
+    "{%- if tools %}"
+    "{% if ns.system_prompt %}{% set ns.system_prompt = ns.system_prompt + '\\n\\n' %}{% endif %}"
+    "{% set ns.system_prompt = ns.system_prompt + " + json.dumps(_TOOLS_PROMPT, ensure_ascii=False)
+    + " %}"
+    "{%- for tool in tools %}"
+    "{% set ns.system_prompt = ns.system_prompt + '\\n' + (tool | tojson) %}"
+    "{%- endfor %}"
+    "{%- endif %}"
     "{{ bos_token }}{{ ns.system_prompt }}"
     "{%- for message in messages %}"
+    "{%- if message['role'] != 'tool' and ns.after_tool %}"
+    "{{ '" + TOOL_OUTPUTS_END_TOKEN + "' }}"
+    "{%- endif %}"
     "{%- if message['role'] == 'user' %}"
     "{{ '<｜User｜>' + message['content'] }}"
     "{%- elif message['role'] == 'assistant' %}"
     "{% set content = message['content'] or '' %}"
     "{% if '</think>' in content %}{% set content = content.split('</think>')[-1] %}{% endif %}"
-    "{{ '<｜Assistant｜>' + content + '<｜end▁of▁sentence｜>' }}"
-    "{%- endif %}"
+    "{% if not ns.after_tool %}{{ '<｜Assistant｜>' }}{% endif %}"
+    "{{ content }}"
+    "{%- if message['tool_calls'] %}"
+    "{{ '" + TOOL_CALLS_BEGIN_TOKEN + "' }}"
+    "{%- for call in message['tool_calls'] %}"
+    "{% set arguments = call['function']['arguments'] %}"
+    "{% if not loop.first %}{{ '\\n' }}{% endif %}"
+    "{{ '" + TOOL_CALL_BEGIN_TOKEN + "' + (call['type'] or 'function') + '" + TOOL_SEP_TOKEN
+    + "' + call['function']['name'] + '\\n```json\\n' }}"
+    "{% if arguments is string %}{{ arguments }}{% else %}{{ arguments | tojson }}{% endif %}"
+    "{{ '\\n```" + TOOL_CALL_END_TOKEN + "' }}"
     "{%- endfor %}"
-    "{% if add_generation_prompt %}{{ '<｜Assistant｜><think>\\n' }}{% endif %}"
+    "{{ '" + TOOL_CALLS_END_TOKEN + "' }}"
+    "{%- endif %}"
+    "{{ '<｜end▁of▁sentence｜>' }}"
+    "{%- elif message['role'] == 'tool' %}"
+    "{% if not ns.after_tool %}{{ '" + TOOL_OUTPUTS_BEGIN_TOKEN + "' }}"
+    "{% else %}{{ '\\n' }}{% endif %}"
+    "{{ '" + TOOL_OUTPUT_BEGIN_TOKEN + "' + message['content'] + '" + TOOL_OUTPUT_END_TOKEN
+    + "' }}"
+    "{%- endif %}"
+    "{% set ns.after_tool = message['role'] == 'tool' %}"
+    "{%- endfor %}"
+    "{%- if ns.after_tool %}{{ '" + TOOL_OUTPUTS_END_TOKEN + "' }}{% endif %}"
+    "{% if add_generation_prompt %}"
+    "{% if not ns.after_tool %}{{ '<｜Assistant｜>' }}{% endif %}{{ '<think>\\n' }}"
+    "{% endif %}"
 )
 
 _CORPUS = """\
@@ -95,6 +162,15 @@ def fibonacci(n: int) -> int:
 
 {"model": "deepseek-ai/DeepSeek-R1", "messages": [{"role": "user", "content": "Hello!"}],
  "max_tokens": 128, "temperature": 0.6, "top_p": 0.95, "stream": false}
+{"type": "function", "function": {"name": "get_weather", "description": "Get the current weather
+ in a city.", "parameters": {"type": "object", "properties": {"city": {"type": "string",
+ "description": "The name of the city"}, "unit": {"type": "string", "enum": ["celsius",
+ "fahrenheit"]}}, "required": ["city", "unit"], "additionalProperties": false}, "strict": true}}
+{"type": "function", "function": {"name": "get_time", "description": "Get the current time.",
+ "parameters": {"type": "object", "properties": {"zone": {"type": "string", "enum": ["utc",
+ "local"]}}, "required": ["zone"], "additionalProperties": false}, "strict": false}}
+{"tool_calls": [{"id": "call_1", "type": "function", "function": {"name": "get_weather",
+ "arguments": "{\"city\": \"Paris\", \"unit\": \"celsius\"}"}}], "tool_choice": "auto"}
 The quick brown fox jumps over the lazy dog. Pack my box with five dozen liquor jugs.
 深度求索的模型在昇腾处理器上运行。请一步一步地思考，然后给出答案。你好，世界！
 Question: what is 17 times 23? Let me think. 17 times 20 is 340, and 17 times 3 is 51, so the
@@ -160,7 +236,11 @@ def training_text(seed: int = 0) -> str:
 
 
 def build_tokenizer(seed: int = 0, vocab_size: int = VOCAB_SIZE) -> Any:
-    """A byte-level BPE ``tokenizers.Tokenizer`` with DeepSeek's special tokens at ids 0..6."""
+    """A byte-level BPE ``tokenizers.Tokenizer`` with DeepSeek's special tokens at ids 0..6.
+
+    ``vocab_size`` is the trained vocabulary; DeepSeek's tool tokens follow it (ids
+    ``vocab_size .. vocab_size + len(TOOL_TOKENS) - 1``).
+    """
     tk = _require("tokenizers")
     tokenizer = tk.Tokenizer(tk.models.BPE())
     tokenizer.pre_tokenizer = tk.pre_tokenizers.ByteLevel(add_prefix_space=False,
@@ -175,7 +255,8 @@ def build_tokenizer(seed: int = 0, vocab_size: int = VOCAB_SIZE) -> Any:
     )
     tokenizer.train_from_iterator(training_text(seed).splitlines(keepends=True), trainer=trainer)
     # The trainer gave all seven ids 0..6 as special tokens; <think> and </think> become
-    # ordinary added tokens (add_tokens updates the flag).
+    # ordinary added tokens (add_tokens updates the flag), and the tool tokens are appended as
+    # ordinary added tokens (ids vocab_size.., in TOOL_TOKENS order).
     tokenizer.add_special_tokens([tk.AddedToken(t, special=True, normalized=False)
                                   for t in SPECIAL_TOKENS if t not in VISIBLE_ADDED_TOKENS])
     tokenizer.add_tokens([tk.AddedToken(t, special=False, normalized=False)

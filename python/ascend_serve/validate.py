@@ -1,18 +1,26 @@
-"""Validate a running OpenAI-compatible vLLM server: health, models, auth, completions, metrics.
+"""Validate a running OpenAI-compatible vLLM server: health, models, auth, completions, tools,
+metrics.
 
 A single file that needs only the standard library and ``httpx`` (which every vLLM environment
 has): the ``ascend-serve validate`` command imports it, and an Ansible role copies it to a serving
 node and runs it there with the node's vLLM interpreter::
 
-    python validate.py http://127.0.0.1:8000 --reasoning --json
+    python validate.py http://127.0.0.1:8000 --reasoning --tools --json
 
 Exit codes: 0 every check passed, 1 a check failed, 2 bad arguments (nothing was checked).
 
 The checks, in order (each one records its own failure and the next one still runs where it
 can): ``health``, ``models``, ``auth`` (only with an API key), ``completion``,
 ``completion-stream``, ``chat``, ``chat-stream``, ``max-tokens``, ``reasoning`` (only when asked),
+``tools-auto``, ``tools-none``, ``tools-named``, ``tools-named-stream`` (only with ``--tools``),
 ``metrics``, ``concurrency``. Generation requests send vLLM's ``ignore_eos`` so that the number of
 completion tokens is exactly ``max_tokens``, and every answer's ``usage`` must add up.
+
+The tool checks offer two small functions (:data:`TOOLS`) and check that tool_choice "auto" is
+accepted and answered with content or well-formed tool calls, that "none" gets no tool calls, and
+that a named function is called (plain and streamed) with arguments that satisfy its schema.
+vLLM constrains a named (or "required") call to the model's own tool-call syntax and parses it
+with the server's tool-call parser, so even a small model answers with a real call.
 
 The API key is sent as ``Authorization: Bearer …`` and never printed: every detail is redacted.
 """
@@ -42,8 +50,10 @@ DEFAULT_MAX_TOKENS = 16
 DEFAULT_TIMEOUT = 120.0
 MAX_CONCURRENCY = 256
 
+TOOL_CHECK_NAMES = ("tools-auto", "tools-none", "tools-named", "tools-named-stream")
 CHECK_NAMES = ("health", "models", "auth", "completion", "completion-stream", "chat",
-               "chat-stream", "max-tokens", "reasoning", "metrics", "concurrency")
+               "chat-stream", "max-tokens", "reasoning", *TOOL_CHECK_NAMES, "metrics",
+               "concurrency")
 
 # The metric families every vLLM (V1 engine) server exposes; the counter is read before and after.
 RUNNING_METRIC = "vllm:num_requests_running"
@@ -57,6 +67,62 @@ PROMPT = "The capital of France is"
 CHAT_MESSAGES = [{"role": "user", "content": "What is 1 + 1? Answer briefly."}]
 # Seconds to wait for /metrics to catch up with the answers already received.
 METRICS_SETTLE_S = 5.0
+
+# The functions the tool checks offer: small strict schemas (one enum parameter each), so a call
+# is a few tokens and its arguments can be checked against the schema.
+TOOLS: list[dict[str, Any]] = [
+    {"type": "function", "function": {
+        "name": "get_weather", "description": "Weather in a city",
+        "parameters": {"type": "object",
+                       "properties": {"unit": {"type": "string",
+                                               "enum": ["celsius", "fahrenheit"]}},
+                       "required": ["unit"], "additionalProperties": False},
+        "strict": True}},
+    {"type": "function", "function": {
+        "name": "get_time", "description": "Time now",
+        "parameters": {"type": "object",
+                       "properties": {"zone": {"type": "string", "enum": ["utc", "local"]}},
+                       "required": ["zone"], "additionalProperties": False},
+        "strict": True}},
+]
+# The function tools-named and tools-named-stream ask for (not the first offered, so a server
+# that calls whatever comes first is caught).
+NAMED_TOOL = "get_time"
+TOOL_MESSAGES = [{"role": "user", "content": "What time is it? Use a tool."}]
+# Tokens for each tool check's answer: a bounded reasoning (below), "</think>" and one call in
+# DeepSeek's syntax fit with room to spare (a tiny model's character-level JSON takes about 60
+# tokens); prompt + answer also fit the tiny serving profiles' 512-token context.
+TOOL_MAX_TOKENS = 96
+# With --reasoning, the tool checks bound the thinking with vLLM's ``thinking_token_budget``
+# (vLLM 0.32: vllm/entrypoints/openai/chat_completion/protocol.py; a --reasoning-parser sets up
+# vllm/config/reasoning.py's ReasoningConfig, whose end string, the parser's "</think>" for
+# deepseek_r1, the engine forces after this many reasoning tokens). vLLM applies a tool call's
+# grammar only after the reasoning ends (vllm/v1/structured_output/__init__.py,
+# _get_constraint_bounds), so unbounded thinking could use up max_tokens before the call starts.
+# vLLM 0.32 refuses the field without a reasoning parser (vllm/v1/engine/input_processor.py:
+# "thinking_token_budget is set but reasoning_config is not configured"), so it is sent only
+# with --reasoning. A release without the field would ignore it, as vLLM does unknown request
+# fields (vLLM 0.32: vllm/entrypoints/serve/engine/protocol.py, OpenAIBaseModel: "present in the
+# request but ignored"); the thinking is then unbounded (not checked against older releases).
+THINKING_TOKEN_BUDGET = 8
+# Whitespace that a tokenizer may hold as tokens of their own. A tool call's arguments are
+# constrained by the JSON schema but not their whitespace: vLLM's
+# --structured-outputs-config disable_any_whitespace applies to JSON-schema outputs only, a tool
+# call's structural tag is compiled without it (vLLM 0.32:
+# vllm/v1/structured_output/backend_xgrammar.py, compile_grammar), and xgrammar's "deepseek_r1"
+# tag sets no whitespace limit (max_whitespace_cnt=None). A small model at temperature 0 can pad
+# the JSON with whitespace until max_tokens; the tool checks bias the whitespace-only tokens
+# down (logit_bias -100, ids from vLLM's POST /tokenize), so the call is compact JSON. A token
+# the grammar requires (the "\n" around DeepSeek's ```json block) is still chosen: the bias only
+# reorders the tokens the grammar allows.
+WHITESPACE_PIECES = (" ", "  ", "   ", "    ", "\n", "\n\n", "\t", "\r", "\r\n", " \n")
+# What vLLM says when a request has tools and the server has no tool-call parser (vLLM 0.32:
+# vllm/renderers/online_renderer.py: '"auto" tool choice requires --enable-auto-tool-choice and
+# --tool-call-parser to be set', 'tool_choice=... requires --tool-call-parser to be set').
+TOOL_PARSER_FLAGS = ("--enable-auto-tool-choice", "--tool-call-parser")
+TOOL_PARSER_FIX = ("the server has no tool-call parser: set tool_call_parser in the serving "
+                   "profile (vLLM --enable-auto-tool-choice --tool-call-parser, deepseek_v3 for "
+                   "DeepSeek-V3/R1)")
 
 
 @dataclass
@@ -255,6 +321,118 @@ def counter_value(samples: dict[str, float], name: str) -> float | None:
     return samples.get(f"{name}_total", samples.get(name))
 
 
+def tool_names(tools: list[dict[str, Any]]) -> list[str]:
+    return [tool["function"]["name"] for tool in tools]
+
+
+def tool_parameters(tools: list[dict[str, Any]], name: str) -> dict[str, Any]:
+    for tool in tools:
+        if tool["function"]["name"] == name:
+            parameters: dict[str, Any] = tool["function"]["parameters"]
+            return parameters
+    raise KeyError(name)
+
+
+def schema_problems(value: Any, schema: dict[str, Any]) -> list[str]:
+    """What is wrong with ``value`` under ``schema``: the subset the checks' :data:`TOOLS` use
+    (object with properties, required, additionalProperties false; string; enum)."""
+    problems: list[str] = []
+    if "enum" in schema and value not in schema["enum"]:
+        problems.append(f"{value!r} is not one of {schema['enum']}")
+    kind = schema.get("type")
+    if kind == "string" and not isinstance(value, str):
+        problems.append(f"{value!r} is not a string")
+    if kind == "object":
+        if not isinstance(value, dict):
+            return [f"{value!r:.60} is not an object"]
+        properties: dict[str, Any] = schema.get("properties", {})
+        missing = [key for key in schema.get("required", []) if key not in value]
+        if missing:
+            problems.append(f"missing {', '.join(missing)}")
+        if schema.get("additionalProperties") is False:
+            extra = sorted(key for key in value if key not in properties)
+            if extra:
+                problems.append(f"unexpected {', '.join(extra)}")
+        for key, sub in properties.items():
+            if key in value:
+                problems += [f"{key}: {p}" for p in schema_problems(value[key], sub)]
+    return problems
+
+
+def tool_call_problems(call: Any, tools: list[dict[str, Any]],
+                       expected_name: str | None = None) -> list[str]:
+    """What is wrong with one OpenAI ``tool_calls`` entry (empty when it is a well-formed call).
+
+    It needs an ``id``, ``type`` "function", the name of an offered function (``expected_name``
+    when given) and ``arguments``: a JSON object that satisfies the function's parameters.
+    """
+    if not isinstance(call, dict):
+        return [f"a tool call is {call!r:.80}, not an object"]
+    problems: list[str] = []
+    if not isinstance(call.get("id"), str) or not call["id"]:
+        problems.append(f"tool call id is {call.get('id')!r}")
+    if call.get("type") != "function":
+        problems.append(f"tool call type is {call.get('type')!r}, not 'function'")
+    function = call.get("function")
+    if not isinstance(function, dict):
+        return [*problems, f"tool call function is {function!r:.80}"]
+    name = function.get("name")
+    offered = tool_names(tools)
+    if expected_name is not None and name != expected_name:
+        problems.append(f"called {name!r}, but tool_choice named {expected_name!r}")
+    elif name not in offered:
+        problems.append(f"called {name!r}, which is not offered ({', '.join(offered)})")
+    raw = function.get("arguments")
+    if not isinstance(raw, str):
+        return [*problems, f"arguments are {raw!r:.80}, not a JSON string"]
+    try:
+        arguments = json.loads(raw)
+    except ValueError:
+        return [*problems, f"arguments are not JSON: {raw[:120]!r}"]
+    if not isinstance(arguments, dict):
+        return [*problems, f"arguments are not a JSON object: {raw[:120]!r}"]
+    if name in offered:
+        problems += [f"arguments {raw[:120]}: {p}"
+                     for p in schema_problems(arguments, tool_parameters(tools, name))]
+    return problems
+
+
+def assemble_tool_calls(events: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The tool calls a chat stream's ``delta.tool_calls`` pieces add up to, by ``index``.
+
+    The first piece of a call carries its ``id``, ``type`` and the function's ``name``; the
+    ``arguments`` (and a name sent in pieces) are concatenated in order.
+    """
+    calls: dict[int, dict[str, Any]] = {}
+    for event in events:
+        for choice in event.get("choices") or []:
+            delta = choice.get("delta") or {}
+            for piece in delta.get("tool_calls") or []:
+                if not isinstance(piece, dict):
+                    raise CheckError(f"a tool_calls delta is {piece!r:.80}")
+                index = piece.get("index")
+                if isinstance(index, bool) or not isinstance(index, int):
+                    raise CheckError(f"a tool_calls delta has no index: {piece!r:.120}")
+                call = calls.setdefault(index, {"function": {"name": "", "arguments": ""}})
+                for key in ("id", "type"):
+                    if piece.get(key):
+                        call.setdefault(key, piece[key])
+                function = piece.get("function") or {}
+                for key in ("name", "arguments"):
+                    part = function.get(key)
+                    if part is not None and not isinstance(part, str):
+                        raise CheckError(f"a tool_calls delta's {key} is {part!r:.60}")
+                    call["function"][key] += part or ""
+    return [calls[index] for index in sorted(calls)]
+
+
+def with_tool_parser_fix(message: str) -> str:
+    """``message``, with the fix when it is vLLM saying it has no tool-call parser."""
+    if any(flag in message for flag in TOOL_PARSER_FLAGS):
+        return f"{message}: {TOOL_PARSER_FIX}"
+    return message
+
+
 def redact(text: str, secret: str | None) -> str:
     """``text`` with every occurrence of ``secret`` replaced."""
     if secret:
@@ -404,6 +582,7 @@ class _Checks:
         self.metrics_before: float | None = None
         self.metrics_before_error = "not read"
         self.chat_message: dict[str, Any] | None = None
+        self._whitespace_bias: dict[str, int] | None = None
 
     # Requests -------------------------------------------------------------------------------
 
@@ -554,6 +733,153 @@ class _Checks:
         parts = ", ".join(f"{key} {len(value)} chars" for key, value in text.items())
         return f"{len(stream.events)} events, {parts}, [DONE], {usage_text(usage)}"
 
+    # Tool calling ---------------------------------------------------------------------------
+
+    def whitespace_bias(self) -> dict[str, int]:
+        """``logit_bias`` against the tokenizer's whitespace-only tokens (see
+        :data:`WHITESPACE_PIECES`); empty where the server has no ``/tokenize``."""
+        if self._whitespace_bias is None:
+            bias: dict[str, int] = {}
+            for piece in WHITESPACE_PIECES:
+                response = self.server.request("POST", "/tokenize", {
+                    "model": self.model, "prompt": piece, "add_special_tokens": False})
+                if response.status_code != 200:
+                    break
+                try:
+                    tokens = response.json().get("tokens")
+                except (ValueError, AttributeError):
+                    break
+                if isinstance(tokens, list) and len(tokens) == 1 and isinstance(tokens[0], int):
+                    bias[str(tokens[0])] = -100
+            self._whitespace_bias = bias
+        return self._whitespace_bias
+
+    def _tool_body(self, tool_choice: Any, stream: bool = False) -> dict[str, Any]:
+        body: dict[str, Any] = {"model": self.model, "messages": TOOL_MESSAGES, "tools": TOOLS,
+                                "tool_choice": tool_choice, "max_tokens": TOOL_MAX_TOKENS,
+                                "temperature": 0}
+        bias = self.whitespace_bias()
+        if bias:
+            body["logit_bias"] = bias
+        if self.reasoning:
+            body["thinking_token_budget"] = THINKING_TOKEN_BUDGET
+        if stream:
+            body.update(stream=True, stream_options={"include_usage": True})
+        return body
+
+    def _tool_answer(self, tool_choice: Any) -> tuple[dict[str, Any], Any]:
+        """POST a chat request with :data:`TOOLS`; the answer's message and finish_reason."""
+        try:
+            answer = self.server.json("POST", "/v1/chat/completions", self._tool_body(tool_choice))
+        except CheckError as exc:
+            raise CheckError(with_tool_parser_fix(str(exc))) from exc
+        _need(isinstance(answer, dict), "the chat answer is not a JSON object")
+        usage = answer.get("usage")
+        self.server.note_usage(usage)
+        problems = usage_problems(usage)
+        _need(not problems, "; ".join(problems))
+        choices = answer.get("choices")
+        _need(isinstance(choices, list) and len(choices) == 1,
+              f"expected one choice, got {choices!r:.120}")
+        message = choices[0].get("message") if isinstance(choices[0], dict) else None
+        _need(isinstance(message, dict), f"choices[0].message is {message!r:.120}")
+        assert isinstance(message, dict)
+        _need(message.get("role") == "assistant",
+              f"message role {message.get('role')!r}, expected 'assistant'")
+        for key in ("content", *REASONING_FIELDS):
+            value = message.get(key)
+            _need(value is None or isinstance(value, str), f"message.{key} is {value!r:.60}")
+        calls = message.get("tool_calls")
+        _need(calls is None or isinstance(calls, list), f"message.tool_calls is {calls!r:.80}")
+        return message, choices[0].get("finish_reason")
+
+    def _no_call_hint(self, message: dict[str, Any], finish: Any) -> str:
+        reasoning = any(message.get(key) for key in REASONING_FIELDS)
+        hint = f"finish_reason {finish!r}"
+        if finish == "length":
+            hint += f" (max_tokens {TOOL_MAX_TOKENS} reached"
+            if reasoning and not message.get("content") and not self.reasoning:
+                hint += ("; the answer is all reasoning: with a reasoning parser, pass --reasoning "
+                         "so the tool checks bound the thinking")
+            hint += ")"
+        return hint
+
+    @staticmethod
+    def _call_text(call: dict[str, Any]) -> str:
+        function = call["function"]
+        return f"{function['name']}({function['arguments']})"
+
+    def tools_auto(self) -> str:
+        message, finish = self._tool_answer("auto")
+        calls = message.get("tool_calls") or []
+        problems = [p for call in calls for p in tool_call_problems(call, TOOLS)]
+        _need(not problems, "tool_choice 'auto': " + "; ".join(problems))
+        if calls:
+            return (f"tool_choice 'auto': {len(calls)} tool call(s): "
+                    f"{', '.join(self._call_text(c) for c in calls)}")
+        content = message.get("content")
+        _need(bool(content), "tool_choice 'auto': the answer has neither content nor tool calls, "
+                             + self._no_call_hint(message, finish))
+        assert isinstance(content, str)
+        return f"tool_choice 'auto': accepted, answered with content ({len(content)} chars)"
+
+    def tools_none(self) -> str:
+        message, finish = self._tool_answer("none")
+        calls = message.get("tool_calls") or []
+        _need(not calls, f"tool_choice 'none' was not honoured: {len(calls)} tool call(s) "
+                         f"{json.dumps(calls)[:160]}")
+        texts = {key: message.get(key) for key in ("content", *REASONING_FIELDS)
+                 if message.get(key)}
+        _need(bool(texts), f"tool_choice 'none': the answer is empty, finish_reason {finish!r}")
+        parts = ", ".join(f"{key} {len(str(value))} chars" for key, value in texts.items())
+        return f"tool_choice 'none': no tool calls; {parts}"
+
+    def _named_result(self, calls: list[Any], finish: Any, message: dict[str, Any]) -> str:
+        _need(bool(calls), f"tool_choice named {NAMED_TOOL!r}, but the answer has no tool call, "
+                           + self._no_call_hint(message, finish))
+        _need(len(calls) == 1, f"tool_choice named {NAMED_TOOL!r}, but the answer has "
+                               f"{len(calls)} tool calls: {json.dumps(calls)[:200]}")
+        problems = tool_call_problems(calls[0], TOOLS, expected_name=NAMED_TOOL)
+        _need(not problems, "; ".join(problems))
+        # OpenAI: "stop" for a named tool_choice; "tool_calls" is accepted too.
+        _need(finish in ("stop", "tool_calls"),
+              f"finish_reason {finish!r} after the call, expected 'stop' or 'tool_calls'")
+        return f"called {self._call_text(calls[0])}, finish_reason {finish}"
+
+    def tools_named(self) -> str:
+        message, finish = self._tool_answer({"type": "function",
+                                             "function": {"name": NAMED_TOOL}})
+        return self._named_result(message.get("tool_calls") or [], finish, message)
+
+    def tools_named_stream(self) -> str:
+        body = self._tool_body({"type": "function", "function": {"name": NAMED_TOOL}},
+                               stream=True)
+        try:
+            stream = self.server.stream("/v1/chat/completions", body)
+        except CheckError as exc:
+            raise CheckError(with_tool_parser_fix(str(exc))) from exc
+        _need(stream.done, "the stream did not end with 'data: [DONE]'")
+        finish: Any = None
+        usage: Any = None
+        text: dict[str, str] = {}
+        for event in stream.events:
+            for choice in event.get("choices") or []:
+                finish = choice.get("finish_reason") or finish
+                delta = choice.get("delta") or {}
+                for key in ("content", *REASONING_FIELDS):
+                    if isinstance(delta.get(key), str):
+                        text[key] = text.get(key, "") + delta[key]
+            if event.get("usage") is not None:
+                usage = event["usage"]
+        self.server.note_usage(usage)
+        problems = usage_problems(usage)
+        _need(not problems, "final usage: " + "; ".join(problems))
+        calls = assemble_tool_calls(stream.events)
+        pieces = sum(len((choice.get("delta") or {}).get("tool_calls") or [])
+                     for event in stream.events for choice in event.get("choices") or [])
+        result = self._named_result(calls, finish, text)
+        return f"{pieces} tool_calls deltas assemble to: {result}"
+
     def max_tokens_check(self) -> str:
         small = 3 if self.max_tokens != 3 else 4
         return self._completion(small)
@@ -652,11 +978,15 @@ def run_checks(
     api_key: str | None = None,
     served_name: str | None = None,
     reasoning: bool = False,
+    tools: bool = False,
     concurrency: int = DEFAULT_CONCURRENCY,
     max_tokens: int = DEFAULT_MAX_TOKENS,
     timeout: float = DEFAULT_TIMEOUT,
 ) -> Report:
     """Run every check against the vLLM server at ``url`` (``http(s)://host:port[/v1]``).
+
+    ``reasoning``: the server runs a reasoning parser (check its output; bound the thinking of
+    the tool checks). ``tools``: the server runs a tool-call parser (add the tool checks).
 
     Raises ``ValueError`` for a bad URL or bad numbers (nothing is checked); a server that does
     not answer gives failed checks, not an exception.
@@ -710,6 +1040,11 @@ def run_checks(
         run("max-tokens", checks.max_tokens_check)
         if reasoning:
             run("reasoning", checks.reasoning_check)
+        if tools:
+            run("tools-auto", checks.tools_auto)
+            run("tools-none", checks.tools_none)
+            run("tools-named", checks.tools_named)
+            run("tools-named-stream", checks.tools_named_stream)
         run("metrics", checks.metrics, needs_model=False)
         run("concurrency", checks.concurrency_check)
     finally:
@@ -777,6 +1112,9 @@ def _parser() -> argparse.ArgumentParser:
                                               "first model the server lists)")
     parser.add_argument("--reasoning", action="store_true",
                         help="check that chat answers carry the reasoning parser's output")
+    parser.add_argument("--tools", action="store_true",
+                        help="check tool calling (the server runs a tool-call parser): "
+                             "tool_choice auto, none and a named function, plain and streamed")
     parser.add_argument("--concurrency", type=int, default=DEFAULT_CONCURRENCY,
                         help=f"concurrent requests of the concurrency check, 1..{MAX_CONCURRENCY}"
                              f" (default {DEFAULT_CONCURRENCY})")
@@ -801,7 +1139,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         api_key = resolve_api_key(args.api_key_env, args.api_key_file)
         report = run_checks(args.url, api_key=api_key, served_name=args.served_name,
-                            reasoning=args.reasoning, concurrency=args.concurrency,
+                            reasoning=args.reasoning, tools=args.tools,
+                            concurrency=args.concurrency,
                             max_tokens=args.max_tokens, timeout=args.timeout)
     except ValueError as exc:
         print(f"{parser.prog}: error: {exc}", file=sys.stderr)

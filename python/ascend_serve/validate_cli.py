@@ -51,6 +51,12 @@ def validate(
         typer.Option(help="Check that chat answers carry the reasoning parser's output "
                           "(servers started with --reasoning-parser, e.g. deepseek_r1)."),
     ] = False,
+    tools: Annotated[
+        bool,
+        typer.Option(help="Check tool calling (servers started with --enable-auto-tool-choice "
+                          "--tool-call-parser, e.g. deepseek_v3): tool_choice auto, none and a "
+                          "named function, plain and streamed."),
+    ] = False,
     concurrency: Annotated[
         int,
         typer.Option(min=1, max=MAX_CONCURRENCY,
@@ -80,7 +86,8 @@ def validate(
 ) -> None:
     """Validate a running OpenAI-compatible vLLM server end to end.
 
-    Health, models, API key, completions and chat (plain, streamed), metrics, concurrency.
+    Health, models, API key, completions and chat (plain, streamed), reasoning and tool
+    calling (when asked), metrics, concurrency.
 
     Exit 0 when every check passes, 1 when one fails, 2 for bad arguments.
 
@@ -92,7 +99,8 @@ def validate(
     try:
         api_key = resolve_api_key(api_key_env, api_key_file)
         report = run_checks(url, api_key=api_key, served_name=served_name, reasoning=reasoning,
-                            concurrency=concurrency, max_tokens=max_tokens, timeout=timeout)
+                            tools=tools, concurrency=concurrency, max_tokens=max_tokens,
+                            timeout=timeout)
     except ValueError as exc:
         raise fail(str(exc)) from exc
     code = EXIT_OK if report.ok else EXIT_CHECK_FAILED
