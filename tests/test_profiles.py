@@ -445,3 +445,22 @@ def test_node_check_of_the_set_names_the_profile_and_the_fix() -> None:
     good = check_set(resolve("deepseek-v3.2-w8a8-2xa2"),
                      resolve_set(matrix, "vllm-ascend-0.18.0"), matrix)
     assert good.ok and "(>= 0.13.0)" in good.detail
+
+
+def test_profiles_show_and_list_name_the_tutorial_and_say_when_the_fit_is_not_estimated() -> None:
+    v4 = runner.invoke(app, ["profiles", "show", "deepseek-v4-pro-w4a8-4xa2"])
+    assert v4.exit_code == 0, v4.output
+    data = json.loads(v4.stdout)
+    assert data["fit"] is None and "compressed attention" in data["fit_note"]
+    assert data["tutorial_url"] == ("https://github.com/vllm-project/vllm-ascend/blob/v0.23.0/"
+                                    "docs/source/tutorials/models/DeepSeek-V4-Pro.md")
+    assert data["profile"]["differences"] and data["profile"]["min_vllm_ascend"] == "0.23.0"
+    tiny = json.loads(runner.invoke(app, ["profiles", "show", "tiny-qwen2"]).stdout)
+    assert tiny["fit"] is None and "no config.json" in tiny["fit_note"]
+    assert tiny["tutorial_url"] is None
+    table = runner.invoke(app, ["profiles", "list"], env={"COLUMNS": "250"})
+    assert table.exit_code == 0
+    row = next(line for line in table.stdout.splitlines() if "deepseek-v3.2-w8a8-a3" in line)
+    assert ">= 0.13.0" in row and "DeepSeek-V3.2.md @v0.23.0" in row
+    assert "2 x cpu" in next(line for line in table.stdout.splitlines()
+                             if "tiny-qwen2-2nodes" in line)

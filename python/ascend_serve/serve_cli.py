@@ -24,7 +24,7 @@ from .console import (
     err_console,
     fail,
 )
-from .fit import FitError
+from .fit import FitError, NotEstimableError
 from .matrix import MatrixError, load_matrix, resolve
 from .nodecheck import (
     NO_SERVING_ENV,
@@ -107,14 +107,18 @@ def list_profiles(
         typer.echo(json.dumps([p.as_dict() for p in profiles.values()], indent=2))
         raise typer.Exit(EXIT_OK)
     table = Table(title="serving profiles")
-    for col in ("name", "model", "chips", "layout", "description"):
+    for col in ("name", "model", "chips", "layout", "vllm-ascend", "tutorial"):
         table.add_column(col, overflow="fold")
     for p in profiles.values():
         par = p.parallel
         layout = f"TP{par.tensor}" + (f" DP{par.data}" if par.data > 1 else "") + (
             " EP" if par.expert else "")
-        chips = (f"{p.nodes} x {p.chips_per_node} {p.chip}" if p.device == "npu" else "cpu")
-        table.add_row(p.name, p.model.served_name, chips, layout, p.description)
+        chips = (f"{p.nodes} x {p.chips_per_node} {p.chip}" if p.device == "npu"
+                 else f"{p.nodes} x cpu" if p.nodes > 1 else "cpu")
+        tutorial = (f"{p.tutorial.path.rsplit('/', 1)[-1]} @{p.tutorial.tag}" if p.tutorial
+                    else "")
+        table.add_row(p.name, p.model.served_name, chips, layout,
+                      f">= {p.min_vllm_ascend}" if p.min_vllm_ascend else "", tutorial)
     console.print(table)
 
 
@@ -128,14 +132,23 @@ def show_profile(
     model_dir: Annotated[Path | None, typer.Option(
         help="Model directory whose config.json the fit estimate reads.")] = None,
 ) -> None:
-    """Print a resolved profile and its memory fit estimate as JSON."""
+    """Print a resolved profile (its tutorial and differences from it included) and its memory
+    fit estimate as JSON; ``fit`` is null when nothing can be estimated, with ``fit_note`` saying
+    why (no config.json known, or an architecture the estimate does not model)."""
     profile = _load(name, assignments or [], profile_files or [], None, None)
+    note = None
     try:
         report = fit_report(profile, model_dir)
+    except NotEstimableError as exc:
+        report, note = None, str(exc)
     except FitError as exc:
         raise fail(str(exc)) from exc
+    if report is None and note is None:
+        note = "no config.json known for this model: not estimated"
     typer.echo(json.dumps({"profile": profile.as_dict(),
-                           "fit": report.model_dump() if report else None}, indent=2))
+                           "tutorial_url": profile.tutorial.url if profile.tutorial else None,
+                           "fit": report.model_dump() if report else None, "fit_note": note},
+                          indent=2))
     raise typer.Exit(EXIT_OK if report is None or report.fits else EXIT_CHECK_FAILED)
 
 
