@@ -464,3 +464,23 @@ def test_profiles_show_and_list_name_the_tutorial_and_say_when_the_fit_is_not_es
     assert ">= 0.13.0" in row and "DeepSeek-V3.2.md @v0.23.0" in row
     assert "2 x cpu" in next(line for line in table.stdout.splitlines()
                              if "tiny-qwen2-2nodes" in line)
+
+
+@pytest.mark.parametrize(("sample", "profile", "ok", "message"), [
+    ("a3-25.0.rc1-16chip.txt", "deepseek-r1-w8a8-a3", True, "16 chips, all OK"),
+    ("a3-25.0.rc1-16chip.txt", "deepseek-v4-flash-w8a8-a2", False,
+     "the node's chips are 910C; profile deepseek-v4-flash-w8a8-a2 is for 910B"),
+    ("a2-910b4-25.0.rc1.1-8card.txt", "deepseek-v4-flash-w8a8-a2", True, "8 chips, all OK"),
+    ("a2-910b4-25.0.rc1.1-8card.txt", "deepseek-r1-w8a8-a3", False, "is for 910C"),
+])
+def test_node_check_refuses_a_profile_for_other_hardware(
+        tmp_path: Path, sample: str, profile: str, ok: bool, message: str) -> None:
+    """Real npu-smi output (the corpus) through a stand-in npu-smi: the chip family must match."""
+    from ascend_serve.nodecheck import check_npus
+
+    text = ROOT / "tests" / "data" / "corpus" / "npu-smi" / sample
+    tool = tmp_path / "npu-smi"
+    tool.write_text(f"#!/bin/sh\ncat {shlex.quote(str(text))}\n")
+    tool.chmod(0o755)
+    finding = check_npus(resolve(profile), str(tool))
+    assert (finding.ok, message in finding.detail) == (ok, True), finding

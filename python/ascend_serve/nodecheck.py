@@ -87,10 +87,21 @@ def check_npus(profile: Profile, npu_smi: str | None) -> Finding:
     if bad:
         listed = ", ".join(f"NPU {c.npu} chip {c.chip} {c.health}" for c in bad)
         return Finding("npus", False, f"not healthy: {listed}")
+    families = sorted({c.family for c in chips if c.family})
+    wanted = _SERIES_FAMILY.get(profile.chip, profile.chip)
+    if families and wanted not in families:
+        return Finding("npus", False, f"the node's chips are {', '.join(families)}; profile "
+                       f"{profile.name} is for {profile.chip}: pick a profile for this hardware "
+                       "(ascend-serve profiles list)")
     if len(chips) < profile.chips_per_node:
         return Finding("npus", False, f"{len(chips)} chips, the profile needs "
                        f"{profile.chips_per_node} per node")
     return Finding("npus", True, f"{len(chips)} chips, all OK")
+
+
+# A profile's chip -> the npu-smi family the node must show (npu_smi reader's chip_family:
+# 910B4 prints as a 910B-family name on Atlas A2, 910C as "Ascend910" with Phy-ID on Atlas A3).
+_SERIES_FAMILY = {"910B": "910B", "910B4": "910B", "910C": "910C"}
 
 
 def check_set_env(scripts: list[str]) -> Finding:
