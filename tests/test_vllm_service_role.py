@@ -97,6 +97,35 @@ def test_two_node_profile_refuses_a_group_of_three(tmp_path: Path) -> None:
     assert "PLACEMENT" not in proc.stdout
 
 
+def test_a_set_below_the_profiles_tutorial_is_refused_before_any_change(tmp_path: Path) -> None:
+    # The set resolved in preflight (ascend_stack_resolved) is below V3.2's minimum (0.13.0).
+    proc = _place(tmp_path, {"node-a": {"hccl_if_ip": "192.0.2.11",
+                                        "ascend_stack_resolved": {"name": "vllm-ascend-0.11.0"}},
+                             "node-b": {"hccl_if_ip": "192.0.2.12",
+                                        "ascend_stack_resolved": {"name": "vllm-ascend-0.11.0"}}},
+                  "deepseek-v3.2-w8a8-2xa2")
+    assert proc.returncode != 0
+    assert "vllm_service on node-a: nothing was changed:" in proc.stdout
+    assert "needs vllm-ascend >= 0.13.0" in proc.stdout
+    assert "fix: install set vllm-ascend-0.13.0" in proc.stdout
+    assert "PLACEMENT" not in proc.stdout
+    ok = _place(tmp_path, {"node-a": {"hccl_if_ip": "192.0.2.11",
+                                      "ascend_stack_resolved": {"name": "vllm-ascend-0.13.0"}},
+                           "node-b": {"hccl_if_ip": "192.0.2.12",
+                                      "ascend_stack_resolved": {"name": "vllm-ascend-0.13.0"}}},
+                "deepseek-v3.2-w8a8-2xa2")
+    assert ok.returncode == 0, ok.stdout[-3000:]
+
+
+def test_a_profile_for_other_chips_is_refused(tmp_path: Path) -> None:
+    proc = _place(tmp_path, {"node-a": {"ascend_stack_chip": "910B"}}, "deepseek-r1-w8a8-a3")
+    assert proc.returncode != 0
+    assert ("profile deepseek-r1-w8a8-a3 is for 910C chips but the host has 910B" in
+            " ".join(proc.stdout.split()))
+    ok = _place(tmp_path, {"node-a": {"ascend_stack_chip": "910C"}}, "deepseek-r1-w8a8-a3")
+    assert ok.returncode == 0, ok.stdout[-3000:]
+
+
 def test_single_node_profile_serves_on_every_host(tmp_path: Path) -> None:
     proc = _place(tmp_path, {"node-a": {}, "node-b": {}}, "tiny-qwen2")
     assert proc.returncode == 0, proc.stdout[-3000:]
