@@ -232,8 +232,10 @@ def test_rollout_stops_at_the_failed_batch_and_a_rerun_repairs(
     rc, summary = _deploy(nodes, inventory, tmp_path / "upgrade-2", "upgrade", NEW, NEW_FIRMWARE)
     assert rc == 1, summary
     message = _only_failure(summary, two, "failed", "vllm_service")
-    assert f"ascend-vllm on {two} did not answer" in message, message
-    assert "/health within 20 s" in message, message
+    # Seen dying from the journal (systemd restarting it), not waited out to the 20 s budget.
+    assert f"ascend-vllm on {two} does not serve http://127.0.0.1:8000/health" in message, message
+    assert "vLLM is not running" in message and "before its first startup phase" in message, (
+        message)
     assert "PermissionError" in message, message  # the server's own last words
     assert summary["hosts"][one]["changed"] == 0  # finished before: left alone
     assert _hook_calls(tmp_path)[3:] == [f"drain {two}"]  # stays out of the balancer
