@@ -554,6 +554,20 @@ class _Server:
         return parse_metrics(response.text)
 
 
+def _assistant_message(answer: dict[str, Any]) -> dict[str, Any]:
+    """The one choice's message of a chat answer, checked to be the assistant's."""
+    choices = answer.get("choices")
+    _need(isinstance(choices, list) and len(choices) == 1,
+          f"expected one choice, got {choices!r:.120}")
+    assert isinstance(choices, list)
+    message = choices[0].get("message") if isinstance(choices[0], dict) else None
+    _need(isinstance(message, dict), f"choices[0].message is {message!r:.120}")
+    assert isinstance(message, dict)
+    _need(message.get("role") == "assistant",
+          f"message role {message.get('role')!r}, expected 'assistant'")
+    return message
+
+
 def _expect_ok(response: httpx.Response, what: str) -> None:
     if response.status_code == 200:
         return
@@ -681,15 +695,9 @@ class _Checks:
         _need(isinstance(answer, dict), "the chat answer is not a JSON object")
         usage = answer.get("usage")
         self.server.note_usage(usage)
-        choices = answer.get("choices")
-        _need(isinstance(choices, list) and len(choices) == 1,
-              f"expected one choice, got {choices!r:.120}")
-        message = choices[0].get("message") if isinstance(choices[0], dict) else None
-        _need(isinstance(message, dict), f"choices[0].message is {message!r:.120}")
-        assert isinstance(message, dict)
+        message = _assistant_message(answer)
         self.chat_message = message
-        _need(message.get("role") == "assistant",
-              f"message role {message.get('role')!r}, expected 'assistant'")
+        choices = answer["choices"]
         texts = {key: message.get(key) for key in ("content", *REASONING_FIELDS)}
         for key, value in texts.items():
             _need(value is None or isinstance(value, str), f"message.{key} is {value!r:.60}")
@@ -778,14 +786,8 @@ class _Checks:
         self.server.note_usage(usage)
         problems = usage_problems(usage)
         _need(not problems, "; ".join(problems))
-        choices = answer.get("choices")
-        _need(isinstance(choices, list) and len(choices) == 1,
-              f"expected one choice, got {choices!r:.120}")
-        message = choices[0].get("message") if isinstance(choices[0], dict) else None
-        _need(isinstance(message, dict), f"choices[0].message is {message!r:.120}")
-        assert isinstance(message, dict)
-        _need(message.get("role") == "assistant",
-              f"message role {message.get('role')!r}, expected 'assistant'")
+        message = _assistant_message(answer)
+        choices = answer["choices"]
         for key in ("content", *REASONING_FIELDS):
             value = message.get(key)
             _need(value is None or isinstance(value, str), f"message.{key} is {value!r:.60}")
