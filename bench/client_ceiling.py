@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """How much load ``ascend-serve bench``'s client itself can make, and what latency it adds.
 
-Starts the trivial OpenAI-compatible streaming endpoint ``python -m ascend_serve.openai_stub``
+Starts the trivial OpenAI-compatible streaming endpoint ``python -m ascend_serve.bench.openai_stub``
 in its own process (so client and stub each have a core) and runs the load generator against
 it at increasing concurrency:
 
@@ -40,7 +40,7 @@ from typing import Any
 
 from tiny_vllm import free_port, tiny_server
 
-from ascend_serve.bench import BenchConfig, BenchResult, run_benchmark
+from ascend_serve.bench.runner import BenchConfig, BenchResult, run_benchmark
 
 
 def word_tokenizer(directory: Path) -> Path:
@@ -87,7 +87,7 @@ def measure(stub: Stub, tokenizer: Path, concurrency: int, tokens: int,
 @contextmanager
 def stub_process(ttft_ms: float = 0.0, itl_ms: float = 0.0) -> Iterator[Stub]:
     port = free_port()
-    proc = subprocess.Popen([sys.executable, "-m", "ascend_serve.openai_stub", "--port",
+    proc = subprocess.Popen([sys.executable, "-m", "ascend_serve.bench.openai_stub", "--port",
                              str(port), "--ttft-ms", str(ttft_ms), "--itl-ms", str(itl_ms)],
                             stdout=subprocess.DEVNULL)
     try:

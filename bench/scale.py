@@ -90,8 +90,6 @@ from types import FrameType
 
 import yaml
 
-# The simulator's node machinery (test infrastructure) lives in molecule/ascend_sim.
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "molecule"))
 from ascend_sim.sshfleet import (
     SSH_IMAGE,
     Fleet,
@@ -369,7 +367,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
                         help="comma-separated host counts (default 1,8,32)")
     parser.add_argument("--config", default="baseline,tuned",
                         help=f"comma-separated configurations of {', '.join(CONFIGS)}")
-    parser.add_argument("--playbook", default="playbooks/stack.yml")
+    parser.add_argument("--playbook", default="ascend_serve.fleet.stack",
+                        help="a playbook path, or one of the collection's by FQCN")
     parser.add_argument("--tags", help="ansible-playbook --tags (default: the whole playbook)")
     parser.add_argument("--keep-logs", type=Path, help="write each run's output to this folder")
     parser.add_argument("--json", type=Path, help="also write the measurements as JSON")

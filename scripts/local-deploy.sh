@@ -20,7 +20,6 @@ source .venv/bin/activate
 
 # The local artifact mirror: vendor-format installers for the inventory's version set, their pinned
 # sha256 (as a group_vars file), and a package mirror with the running kernel's headers.
-export PYTHONPATH="$ROOT/molecule"
 read -r stack_set firmware < <(python -c '
 import yaml
 v = yaml.safe_load(open("inventories/local/group_vars/ascend_nodes/main.yml"))

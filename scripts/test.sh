@@ -13,7 +13,6 @@ cd "$ROOT"
 bash scripts/bootstrap.sh
 # shellcheck disable=SC1091
 source .venv/bin/activate
-export PYTHONPATH="$ROOT/molecule"
 export ANSIBLE_FORCE_COLOR=0 PY_COLORS=0
 
 echo "== yamllint";    yamllint --strict .

@@ -6,7 +6,7 @@ import contextlib
 from pathlib import Path
 
 import pytest
-from vllm_server import *  # type: ignore[import-not-found]  # noqa: F403 - the vLLM fixtures
+from vllm_server import *  # noqa: F403 - the vLLM fixtures
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:

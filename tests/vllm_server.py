@@ -31,6 +31,8 @@ from pathlib import Path
 import httpx
 import pytest
 
+from ascend_serve.node.validate import counter_value, parse_metrics
+
 # What ``from vllm_server import *`` in conftest.py registers: the fixtures.
 __all__ = ["vllm_deepseek_v3", "vllm_one_at_a_time", "vllm_pool", "vllm_qwen2"]
 
@@ -112,7 +114,7 @@ def build_tiny_model(arch: str, out: Path) -> Path:
     if not (out / "config.json").is_file():
         from typer.testing import CliRunner
 
-        from ascend_serve.cli import app
+        from ascend_serve.cli.main import app
 
         result = CliRunner().invoke(app, ["model", "make-tiny", "--arch", arch, str(out)])
         assert result.exit_code == 0, f"make-tiny --arch {arch} failed:\n{result.output}"
@@ -308,3 +310,31 @@ def vllm_one_at_a_time(request: pytest.FixtureRequest) -> None:
     if archs:
         pool: VllmPool = request.getfixturevalue("vllm_pool")
         pool.use(*archs)
+
+
+# --- the server's own request and token counters -------------------------------------------
+
+
+def server_counters(server: VllmServer) -> dict[str, float]:
+    headers = {"Authorization": f"Bearer {server.api_key}"} if server.api_key else {}
+    samples = parse_metrics(httpx.get(f"{server.url}/metrics", headers=headers, timeout=10,
+                                      trust_env=False).text)
+    values = {}
+    for name in ("vllm:request_success", "vllm:generation_tokens", "vllm:prompt_tokens"):
+        value = counter_value(samples, name)
+        assert value is not None, f"{name}_total missing from /metrics"
+        values[name] = value
+    return values
+
+
+def settled_counter_delta(server: VllmServer, before: dict[str, float],
+                   expected: dict[str, float]) -> dict[str, float]:
+    """The counters' growth, once it reaches ``expected`` (the server updates them after the
+    answer's last byte) or after a few seconds."""
+    deadline = time.monotonic() + 10
+    while True:
+        after = server_counters(server)
+        delta = {k: after[k] - before[k] for k in before}
+        if delta == expected or time.monotonic() > deadline:
+            return delta
+        time.sleep(0.2)

@@ -1,7 +1,7 @@
 """NPU device network filters: the device IP plan, hccn.conf, ping pairs and report, rank table.
 
-The logic lives in the ``ascend_serve`` Python package (``ascend_serve.netplan``,
-``ascend_serve.netcheck`` and ``ascend_serve.ranktable``), installed on the controller next to
+The logic lives in the ``ascend_serve`` Python package (``ascend_serve.network.netplan``,
+``ascend_serve.network.netcheck`` and ``ascend_serve.network.ranktable``), installed on the controller next to
 Ansible, so the roles and the ``ascend-serve ranktable`` command cannot disagree::
 
     npu_plan: "{{ npu_network | ascend_serve.fleet.device_ip_plan }}"
@@ -28,7 +28,7 @@ from ansible_collections.ascend_serve.fleet.plugins.module_utils.controller_pack
 
 def device_ip_plan(fleet: Any) -> dict[str, Any]:
     """Fleet description -> {hosts: {name: {name, chip, index, tls, devices: [...]}}}."""
-    netplan = _package("netplan", "device_ip_plan")
+    netplan = _package("network.netplan", "device_ip_plan")
     try:
         result: dict[str, Any] = netplan.plan(_plain(fleet)).model_dump()
     except netplan.NetPlanError as exc:
@@ -38,7 +38,7 @@ def device_ip_plan(fleet: Any) -> dict[str, Any]:
 
 def hccn_conf(host_plan: Any) -> str:
     """One host's plan -> the text of its /etc/hccn.conf."""
-    netplan = _package("netplan", "hccn_conf")
+    netplan = _package("network.netplan", "hccn_conf")
     try:
         text: str = netplan.hccn_conf(_plain(host_plan))
     except netplan.NetPlanError as exc:
@@ -48,8 +48,8 @@ def hccn_conf(host_plan: Any) -> str:
 
 def ranktable(plan: Any, servers: Any) -> dict[str, Any]:
     """Plan + {host name: host IP or {server_ip, container_ip, super_pod_id, ...}} -> hccl.json."""
-    netplan = _package("netplan", "ranktable")
-    tables = _package("ranktable", "ranktable")
+    netplan = _package("network.netplan", "ranktable")
+    tables = _package("network.ranktable", "ranktable")
     try:
         table: dict[str, Any] = tables.build(_plain(plan), _plain(servers))
     except (netplan.NetPlanError, tables.RankTableError) as exc:
@@ -61,8 +61,8 @@ def device_ping_pairs(
     plan: Any, host: str, plane: str = "rail", peers: Any = None
 ) -> list[dict[str, Any]]:
     """The pings one host sends: [{device, address, peer_host, peer_device}, ...]."""
-    netplan = _package("netplan", "device_ping_pairs")
-    netcheck = _package("netcheck", "device_ping_pairs")
+    netplan = _package("network.netplan", "device_ping_pairs")
+    netcheck = _package("network.netcheck", "device_ping_pairs")
     try:
         found = netcheck.pairs(_plain(plan), str(host), str(plane),
                                None if peers is None else _plain(peers))
@@ -75,8 +75,8 @@ def device_ping_report(
     plan: Any, results: Any, plane: str = "rail", count: int = 3
 ) -> dict[str, Any]:
     """Plan + {host: [ping result, ...]} -> the fleet's ping matrix."""
-    netplan = _package("netplan", "device_ping_report")
-    netcheck = _package("netcheck", "device_ping_report")
+    netplan = _package("network.netplan", "device_ping_report")
+    netcheck = _package("network.netcheck", "device_ping_report")
     try:
         matrix: dict[str, Any] = netcheck.report(_plain(plan), _plain(results), str(plane),
                                                  int(count))
@@ -87,13 +87,13 @@ def device_ping_report(
 
 def device_ping_text(matrix: Any) -> str:
     """The ping matrix as a table."""
-    text: str = _package("netcheck", "device_ping_text").render(_plain(matrix))
+    text: str = _package("network.netcheck", "device_ping_text").render(_plain(matrix))
     return text
 
 
 def device_ping_failures(matrix: Any, host: Any = None) -> list[str]:
     """One line per failed pair (of pings sent by ``host``, if given), naming device and peer."""
-    netcheck = _package("netcheck", "device_ping_failures")
+    netcheck = _package("network.netcheck", "device_ping_failures")
     return [
         netcheck.describe_failure(e) for e in _plain(matrix)["entries"]
         if not e["ok"] and (host is None or e["host"] == str(host))

@@ -1,7 +1,7 @@
 """Serving filters: resolve a profile, the launcher template's context, the memory fit.
 
-The logic lives in the ``ascend_serve`` Python package (``ascend_serve.profiles``,
-``ascend_serve.launcher``, ``ascend_serve.fit``) on the controller, so the ``vllm_service`` role
+The logic lives in the ``ascend_serve`` Python package (``ascend_serve.serving.profiles``,
+``ascend_serve.serving.launcher``, ``ascend_serve.serving.fit``) on the controller, so the ``vllm_service`` role
 and ``ascend-serve serve`` resolve the same profile and render the same launcher::
 
     profile: "{{ 'tiny-deepseek-v3' | ascend_serve.fleet.serving_profile(overrides, files) }}"
@@ -24,7 +24,7 @@ from ansible_collections.ascend_serve.fleet.plugins.module_utils.controller_pack
 
 
 def _profile(data: Any, filter_name: str) -> Any:
-    profiles = _package("profiles", filter_name)
+    profiles = _package("serving.profiles", filter_name)
     try:
         return profiles.Profile.model_validate(_plain(data))
     except ValueError as exc:
@@ -33,7 +33,7 @@ def _profile(data: Any, filter_name: str) -> Any:
 
 def serving_profile(name: Any, overrides: Any = None, files: Any = None) -> dict[str, Any]:
     """Profile name (+ inventory overrides, + extra profile files) -> the resolved profile."""
-    profiles = _package("profiles", "serving_profile")
+    profiles = _package("serving.profiles", "serving_profile")
     try:
         profile = profiles.resolve(str(name), _plain(overrides or {}),
                                    profiles.with_extra_files(_plain(files or [])))
@@ -55,8 +55,8 @@ def vllm_launch_context(
     rendered_by: Any = "ascend-serve vllm_service role",
 ) -> dict[str, Any]:
     """Resolved profile + this node's paths and rank -> the launcher template's variables."""
-    launcher = _package("launcher", "vllm_launch_context")
-    profiles = _package("profiles", "vllm_launch_context")
+    launcher = _package("serving.launcher", "vllm_launch_context")
+    profiles = _package("serving.profiles", "vllm_launch_context")
     try:
         ctx: dict[str, Any] = launcher.context(
             _profile(profile, "vllm_launch_context"),
@@ -76,8 +76,8 @@ def serving_fit(profile: Any, config: Any = None) -> dict[str, Any] | None:
 
     None when no config.json is known for the model (nothing to estimate from).
     """
-    nodecheck = _package("nodecheck", "serving_fit")
-    fit = _package("fit", "serving_fit")
+    nodecheck = _package("serving.nodecheck", "serving_fit")
+    fit = _package("serving.fit", "serving_fit")
     parsed = _profile(profile, "serving_fit")
     if config:
         parsed = parsed.model_copy(update={"model": parsed.model.model_copy(
@@ -95,8 +95,8 @@ def serving_set_problems(profile: Any, stack: Any) -> list[str]:
     """Resolved profile + the version set (a resolved set mapping or a set name) -> why that set
     cannot serve the profile, each with the fix (the lowest set of the matrix that can); [] if
     it can."""
-    profiles = _package("profiles", "serving_set_problems")
-    matrix_mod = _package("matrix", "serving_set_problems")
+    profiles = _package("serving.profiles", "serving_set_problems")
+    matrix_mod = _package("stack.matrix", "serving_set_problems")
     parsed = _profile(profile, "serving_set_problems")
     try:
         matrix = matrix_mod.load_matrix()

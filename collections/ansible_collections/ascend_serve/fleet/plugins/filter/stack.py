@@ -1,6 +1,6 @@
 """``stack_resolve``: pick the one locked version set an inventory asks for.
 
-The logic lives in the ``ascend_serve`` Python package (``ascend_serve.matrix``), installed on the
+The logic lives in the ``ascend_serve`` Python package (``ascend_serve.stack.matrix``), installed on the
 controller next to Ansible, so the roles and the ``ascend-serve matrix`` command cannot disagree.
 """
 
@@ -19,7 +19,7 @@ from ansible_collections.ascend_serve.fleet.plugins.module_utils.controller_pack
 def stack_resolve(
     matrix: Any, name: str | None = None, pins: Any = None, chip: str | None = None
 ) -> dict[str, Any]:
-    m = package("matrix", "stack_resolve")
+    m = package("stack.matrix", "stack_resolve")
     try:
         selected = m.resolve(
             m.parse_matrix(plain(matrix)), name or None, plain(pins or {}), chip or None
@@ -33,8 +33,8 @@ def stack_resolve(
 def stack_lock_problems(matrix: Any, name: str, arch: str, lock_root: str) -> list[str]:
     """Why the set's locks for ``arch`` cannot install it (stale, missing, pins that differ
     from the matrix); empty when every Python's lock is usable."""
-    m = package("matrix", "stack_lock_problems")
-    lock = package("lock", "stack_lock_problems")
+    m = package("stack.matrix", "stack_lock_problems")
+    lock = package("stack.lock", "stack_lock_problems")
     try:
         stack = m.resolve(m.parse_matrix(plain(matrix)), name)
     except m.MatrixError as exc:
@@ -52,7 +52,7 @@ def stack_lock_problems(matrix: Any, name: str, arch: str, lock_root: str) -> li
 
 def hdk_accepts(version: Any, supported: Any) -> bool:
     """Whether an installed driver version is on one of a set's supported HDK lines."""
-    m = package("matrix", "hdk_accepts")
+    m = package("stack.matrix", "hdk_accepts")
     accepted: bool = m.hdk_accepts([str(v) for v in plain(supported)], str(version or ""))
     return accepted
 

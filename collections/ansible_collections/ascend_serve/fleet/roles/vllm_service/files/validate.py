@@ -1,0 +1,1 @@
+../../../../../../../python/ascend_serve/node/validate.py

@@ -1,0 +1,237 @@
+"""``ascend-serve npu``: read ``npu-smi info`` tables, from a file or from this node.
+
+Exit codes (see :mod:`ascend_serve.cli.console`): 0 every chip is OK, 1 some chip is not OK (or the
+table lists no chip), 2 the input cannot be read or parsed (or npu-smi is not found), 3 npu-smi
+itself failed (non-zero exit, timeout).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from datetime import datetime
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Group, RenderableType
+from rich.live import Live
+from rich.markup import escape
+from rich.table import Table
+from rich.text import Text
+
+from ascend_serve.cli.console import (
+    EXIT_BAD_INPUT,
+    EXIT_CHECK_FAILED,
+    EXIT_FAILED,
+    EXIT_OK,
+    console,
+    fail,
+)
+from ascend_serve.stack.npusmi import (
+    DEFAULT_NPU_SMI,
+    NPU_SMI_TIMEOUT_S,
+    Chip,
+    NpuSmiParseError,
+    NpuSmiRunError,
+    locate,
+    parse_info,
+    parse_version,
+    query_info,
+    unhealthy,
+)
+
+npu_app = typer.Typer(
+    help="NPU chips as npu-smi shows them: parse a saved 'npu-smi info', or query this node.",
+    no_args_is_help=True,
+)
+
+_HEALTH_STYLE = {"OK": "green", "Warning": "yellow"}
+
+
+class _SampleError(Exception):
+    """One ``npu-smi info`` run that gave no chip table; ``code`` is the exit code it means."""
+
+    def __init__(self, message: str, code: int) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+def _number(value: float | int | None) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    return str(value)
+
+
+def _usage(used: int | None, total: int | None) -> str:
+    if used is None and total is None:
+        return "-"
+    return f"{_number(used)} / {_number(total)}"
+
+
+def chip_table(chips: list[Chip], title: str) -> Table:
+    """The chips as a rich table; Phy-ID / Device / HBM columns only where the layout has them."""
+    table = Table(title=escape(title))
+    show_phy = any(c.phy_id is not None for c in chips)
+    show_device = any(c.device_id is not None for c in chips)
+    show_hbm = any(c.hbm_total_mb is not None for c in chips)
+    show_memory = any(c.memory_total_mb for c in chips) or not show_hbm
+    for name in ("NPU", "Chip"):
+        table.add_column(name, justify="right")
+    if show_phy:
+        table.add_column("Phy-ID", justify="right")
+    if show_device:
+        table.add_column("Device", justify="right")
+    table.add_column("Name")
+    table.add_column("Health")
+    for name in ("Power(W)", "Temp(C)", "AICore(%)"):
+        table.add_column(name, justify="right")
+    if show_hbm:
+        table.add_column("HBM(MB)", justify="right")
+    if show_memory:
+        table.add_column("Memory(MB)", justify="right")
+    table.add_column("Bus-Id")
+    for chip in chips:
+        style = _HEALTH_STYLE.get(chip.health, "red")
+        row = [str(chip.npu), str(chip.chip)]
+        if show_phy:
+            row.append(_number(chip.phy_id))
+        if show_device:
+            row.append(_number(chip.device_id))
+        row += [escape(chip.name), f"[{style}]{escape(chip.health)}[/{style}]",
+                "-" if chip.power_w is None else f"{chip.power_w:.1f}",
+                _number(chip.temp_c), _number(chip.aicore_pct)]
+        if show_hbm:
+            row.append(_usage(chip.hbm_used_mb, chip.hbm_total_mb))
+        if show_memory:
+            row.append(_usage(chip.memory_used_mb, chip.memory_total_mb))
+        row.append(escape(chip.bus_id))
+        table.add_row(*row)
+    return table
+
+
+def _title(source: str, version: str | None, chips: list[Chip]) -> str:
+    bad = len(unhealthy(chips))
+    verdict = f"{bad} not OK" if bad else ("no chips" if not chips else "all OK")
+    tool = f"npu-smi {version}" if version else "npu-smi"
+    return f"{source} ({tool}): {len(chips)} chip(s), {verdict}"
+
+
+def _exit_code(chips: list[Chip]) -> int:
+    return EXIT_CHECK_FAILED if not chips or unhealthy(chips) else EXIT_OK
+
+
+def _json(chips: list[Chip]) -> str:
+    return json.dumps([c.model_dump() for c in chips], indent=2)
+
+
+def _read(file: str) -> str:
+    try:
+        return sys.stdin.read() if file == "-" else Path(file).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise fail(f"cannot read {file}: {exc}") from exc
+
+
+@npu_app.command("parse")
+def parse_command(
+    file: Annotated[str, typer.Argument(help="Saved 'npu-smi info' output, or - for stdin.")],
+    as_json: Annotated[bool, typer.Option("--json", help="Print a JSON list of chips.")] = False,
+) -> None:
+    """Show the chips of a saved 'npu-smi info' table; exit 1 when a chip is not OK."""
+    text = _read(file)
+    try:
+        chips = parse_info(text)
+    except NpuSmiParseError as exc:
+        raise fail(f"{file}: {exc}") from exc
+    if as_json:
+        typer.echo(_json(chips))
+    else:
+        console.print(chip_table(chips, _title(file, parse_version(text), chips)))
+    raise typer.Exit(_exit_code(chips))
+
+
+def find_npu_smi(path: str | None) -> str:
+    """``path`` if given, else ``npu-smi`` on PATH, else :data:`DEFAULT_NPU_SMI`."""
+    found = locate(path, fallback=DEFAULT_NPU_SMI)
+    if found is not None:
+        return found
+    if path is not None:
+        raise fail(f"{path}: no such executable")
+    raise fail(f"npu-smi is not on PATH nor at {DEFAULT_NPU_SMI} (is the NPU driver installed?); "
+               "give its path with --npu-smi")
+
+
+def _sample(npu_smi: str) -> tuple[list[Chip], str | None]:
+    """Run ``npu-smi info`` once: the chips and the tool's version."""
+    try:
+        text = query_info(npu_smi, NPU_SMI_TIMEOUT_S)
+    except NpuSmiRunError as exc:
+        raise _SampleError(str(exc), EXIT_FAILED) from exc
+    try:
+        return parse_info(text), parse_version(text)
+    except NpuSmiParseError as exc:
+        raise _SampleError(f"cannot read the output of {npu_smi} info: {exc}",
+                           EXIT_BAD_INPUT) from exc
+
+
+def _pause(seconds: float) -> None:
+    """The wait between two samples of ``--watch`` (a seam for the tests)."""
+    time.sleep(seconds)
+
+
+def _watch(npu_smi: str, seconds: float) -> int:
+    """Sample every ``seconds`` in a live table until Ctrl-C; the code of the last sample."""
+    code = EXIT_OK
+    with Live(console=console, auto_refresh=False) as live:
+        try:
+            while True:
+                stamp = datetime.now().strftime("%H:%M:%S")
+                caption = f"{stamp}, every {_number(seconds)} s; Ctrl-C to stop"
+                view: RenderableType
+                try:
+                    chips, version = _sample(npu_smi)
+                except _SampleError as exc:
+                    code = exc.code
+                    view = Group(Text(str(exc), style="red"), Text(caption, style="dim"))
+                else:
+                    code = _exit_code(chips)
+                    table = chip_table(chips, _title(npu_smi, version, chips))
+                    table.caption = caption
+                    view = table
+                live.update(view, refresh=True)
+                _pause(seconds)
+        except KeyboardInterrupt:
+            pass
+    return code
+
+
+@npu_app.command("status")
+def status_command(
+    npu_smi: Annotated[str | None, typer.Option(
+        "--npu-smi", metavar="PATH",
+        help=f"npu-smi to run (default: npu-smi on PATH, else {DEFAULT_NPU_SMI}).",
+    )] = None,
+    watch: Annotated[float | None, typer.Option(
+        "--watch", min=0.1, metavar="SECONDS",
+        help="Refresh the table every SECONDS until Ctrl-C.",
+    )] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print one sample as JSON.")] = False,
+) -> None:
+    """Run 'npu-smi info' on this node and show its chips; exit 1 when a chip is not OK."""
+    if watch is not None and as_json:
+        raise fail("--json prints one sample; it does not go with --watch")
+    path = find_npu_smi(npu_smi)
+    if watch is not None:
+        raise typer.Exit(_watch(path, watch))
+    try:
+        chips, version = _sample(path)
+    except _SampleError as exc:
+        raise fail(str(exc), exc.code) from exc
+    if as_json:
+        typer.echo(_json(chips))
+    else:
+        console.print(chip_table(chips, _title(path, version, chips)))
+    raise typer.Exit(_exit_code(chips))

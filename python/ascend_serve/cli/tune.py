@@ -1,0 +1,220 @@
+"""``ascend-serve tune``: sweep a profile's batch settings and the client concurrency."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.markup import escape
+from rich.table import Table
+
+from ascend_serve.bench import slo as slos
+from ascend_serve.bench.report import write_json
+from ascend_serve.bench.runner import BenchConfig, BenchConfigError, BenchError, run_benchmark
+from ascend_serve.bench.tune import (
+    OBJECTIVES,
+    Measurement,
+    ProfileServer,
+    Setting,
+    Trial,
+    TuneError,
+    grid,
+    pick,
+    sweep,
+    tuned_profile,
+    write_outputs,
+)
+from ascend_serve.cli.bench import positive_ints
+from ascend_serve.cli.console import (
+    EXIT_CHECK_FAILED,
+    EXIT_FAILED,
+    EXIT_OK,
+    console,
+    err_console,
+    fail,
+)
+from ascend_serve.serving.launcher import DEFAULT_MODELS_DIR
+from ascend_serve.serving.nodecheck import NO_SERVING_ENV, read_env_fact, serving_env
+from ascend_serve.serving.profiles import ProfileError, parse_assignments, with_extra_files
+from ascend_serve.serving.profiles import resolve as resolve_profile
+
+DEFAULT_SLO = {"cpu": "tiny-cpu", "npu": "interactive"}
+
+
+def _ints(text: str, option: str) -> list[int]:
+    try:
+        return positive_ints(text, option)
+    except ValueError as exc:
+        raise fail(str(exc)) from exc
+
+
+def _table(trials: list[Trial], winner: Trial | None, objective: str) -> Table:
+    table = Table(title=f"tune: {objective}, SLO met?")
+    for col in ("setting", "concurrency", "req/s", "out tok/s", "p99 TTFT ms", "p99 TPOT ms",
+                "SLO", "note"):
+        table.add_column(col, overflow="fold")
+    for t in trials:
+        m = t.measurement.metrics if t.measurement else {}
+
+        def cell(key: str, m: dict[str, float] = m) -> str:
+            return f"{m[key]:.2f}" if key in m else "-"
+
+        slo_cell = ("[green]pass[/green]" if t.meets_slo else
+                    "[red]fail[/red]" if t.ok else "[red]error[/red]")
+        note = (t.error or "").splitlines()[0] if t.error else ""
+        if t.measurement and not t.measurement.slo_ok:
+            note = "; ".join(t.measurement.slo_detail)
+        name = f"[bold]{t.setting.label} (winner)[/bold]" if t is winner else t.setting.label
+        table.add_row(name, str(t.concurrency or "-"), cell("request_throughput"),
+                      cell("output_throughput"), cell("p99_ttft_ms"), cell("p99_tpot_ms"),
+                      slo_cell, escape(note))
+    return table
+
+
+def tune(
+    name: Annotated[str, typer.Argument(help="Serving profile (ascend-serve profiles list).")],
+    max_num_seqs: Annotated[str | None, typer.Option(
+        help="max-num-seqs values to try, e.g. 8,16,32 (default: the profile's value, its "
+        "half and its double).")] = None,
+    max_num_batched_tokens: Annotated[str, typer.Option(
+        help="max-num-batched-tokens values to try (default: the profile's).")] = "",
+    concurrency: Annotated[str, typer.Option(
+        help="Client concurrencies measured against each setting.")] = "1,4,8",
+    slo: Annotated[list[str] | None, typer.Option(
+        help="SLO the winner must meet: preset, YAML file or expressions, as for bench "
+        f"(default: {DEFAULT_SLO['cpu']} for cpu profiles, {DEFAULT_SLO['npu']} for npu)."
+    )] = None,
+    objective: Annotated[str, typer.Option(
+        help=f"What to maximise: {', '.join(OBJECTIVES)}.")] = "output_throughput",
+    num_prompts: Annotated[int, typer.Option(min=1, help="Measured requests per trial.")] = 32,
+    input_len: Annotated[int, typer.Option(min=1, help="Prompt tokens.")] = 64,
+    output_len: Annotated[int, typer.Option(min=1, help="Output tokens.")] = 32,
+    endpoint: Annotated[str, typer.Option(help="completions or chat.")] = "completions",
+    warmup: Annotated[int, typer.Option(min=0, help="Warm-up requests per trial.")] = 1,
+    model_dir: Annotated[Path | None, typer.Option(
+        help="Model directory (default /var/lib/ascend-serve/models/<profile's model>).")
+    ] = None,
+    venv: Annotated[Path | None, typer.Option(
+        help="The serving environment (default: the python_env role's, from its local fact).")
+    ] = None,
+    assignments: Annotated[list[str] | None, typer.Option(
+        "--set", help="Override a profile field, FIELD=VALUE (kept in the tuned profile).")
+    ] = None,
+    profile_files: Annotated[list[Path] | None, typer.Option(
+        "--profiles", help="Extra profile file(s), read after serving-profiles.yml.")] = None,
+    host: Annotated[str | None, typer.Option(help="Listen address (profile's host).")] = None,
+    port: Annotated[int | None, typer.Option(min=1, max=65535, help="Listen port.")] = None,
+    cards: Annotated[int, typer.Option(
+        min=1, help="NPU cards serving (per-card SLO targets).")] = 1,
+    telemetry: Annotated[bool, typer.Option(
+        help="Sample npu-smi during each trial (power, AICore, HBM; tokens per joule).")
+    ] = True,
+    npu_smi: Annotated[str | None, typer.Option(help="npu-smi to sample.")] = None,
+    out: Annotated[Path | None, typer.Option(
+        help="Report directory (default ./tune-<profile>-<UTC time>).")] = None,
+    timeout: Annotated[int | None, typer.Option(
+        min=1, help="Seconds to wait for /health per setting (default: the profile's).")
+    ] = None,
+) -> None:
+    """Find the batch settings with the highest throughput that meets an SLO, by experiment.
+
+    For each setting (max-num-seqs x max-num-batched-tokens) the server is started from the
+    profile's launcher, benchmarked at each client concurrency, then stopped. Writes tune.json,
+    tune.md, a profile file <profile>-tuned.yml (use with --profiles) and
+    inventory-overrides.yml (vllm_service_overrides). Exit codes: 0 a winner, 1 no setting met
+    the SLO, 2 bad arguments, 3 no setting could be measured.
+    """
+    try:
+        kept: dict[str, Any] = parse_assignments(assignments or [])  # go into the tuned profile
+        overrides = dict(kept)  # where the experiment listens does not
+        if host is not None:
+            overrides["host"] = host
+        if port is not None:
+            overrides["port"] = port
+        files = with_extra_files(profile_files)
+        profile = resolve_profile(name, overrides, files)
+    except ProfileError as exc:
+        raise fail(str(exc)) from exc
+    if profile.nodes != 1:
+        raise fail(f"tune starts one server; profile {name} spans {profile.nodes} nodes")
+    seqs_default = int(profile.vllm.get("max-num-seqs", 16))
+    try:
+        settings = grid(
+            _ints(max_num_seqs, "--max-num-seqs") if max_num_seqs is not None
+            else sorted({max(1, seqs_default // 2), seqs_default, seqs_default * 2}),
+            _ints(max_num_batched_tokens, "--max-num-batched-tokens")
+            if max_num_batched_tokens.strip() else [])
+        concurrencies = _ints(concurrency, "--concurrency")
+        pick([], objective)  # checks the objective's name
+        target = slos.resolve(slo or [DEFAULT_SLO[profile.device]])
+    except (TuneError, slos.SloError) as exc:
+        raise fail(str(exc)) from exc
+    assert target is not None
+    env_dir = serving_env(venv, read_env_fact())
+    if env_dir is None:
+        raise fail(NO_SERVING_ENV)
+    if not (env_dir / "bin" / "vllm").exists():
+        raise fail(f"{env_dir / 'bin' / 'vllm'} does not exist: is {env_dir} a vLLM environment?")
+    model = (model_dir or DEFAULT_MODELS_DIR / profile.model.name).absolute()
+    if not (model / "config.json").is_file():
+        raise fail(f"{model} has no config.json: pass --model-dir (a staged model)")
+    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    out_dir = (out or Path(f"tune-{name}-{stamp}")).absolute()
+    server = ProfileServer(name, overrides=overrides, profile_files=files, model_dir=model,
+                           env_dir=env_dir, run_dir=out_dir / "servers", timeout=timeout)
+    base = BenchConfig(url="http://127.0.0.1", model=profile.model.served_name,
+                       endpoint=endpoint,  # type: ignore[arg-type]
+                       num_prompts=num_prompts, input_len=input_len, output_len=output_len,
+                       tokenizer=str(model), warmup=warmup, slo=target, cards=cards,
+                       telemetry=telemetry, npu_smi=npu_smi, request_rate=math.inf)
+    try:
+        base.check()
+    except BenchConfigError as exc:
+        raise fail(str(exc)) from exc
+
+    def measure(url: str, setting: Setting, concurrency: int) -> Measurement:
+        label = f"{setting.label}-c{concurrency}"
+        result = run_benchmark(replace(base, url=url, max_concurrency=concurrency, label=label))
+        if result.completed == 0:
+            raise BenchError(f"no request completed: {'; '.join(result.first_errors())}")
+        (out_dir / "trials").mkdir(parents=True, exist_ok=True)
+        path = write_json(out_dir / "trials" / f"{label}.json", result.to_json_dict())
+        verdict = result.verdict
+        return Measurement(
+            metrics=result.headline(), slo_ok=verdict is not None and verdict.passed,
+            slo_detail=[line for line in (verdict.lines() if verdict else [])
+                        if line.startswith("FAIL")],
+            telemetry=result.telemetry, result_file=str(path))
+
+    def notify(event: str, setting: Setting, concurrency: int | None, detail: str) -> None:
+        where = setting.label + (f" at concurrency {concurrency}" if concurrency else "")
+        text = {"starting": f"starting vLLM with {where}",
+                "ready": f"{where}: healthy at {detail}",
+                "measuring": f"benchmarking {where}",
+                "measured": f"{where}: done",
+                "failed": f"{where}: FAILED: {detail}"}[event]
+        err_console.print(f"[dim]{datetime.now():%H:%M:%S}[/dim] {escape(text)}",
+                          highlight=False)
+
+    err_console.print(f"tune {name}: {len(settings)} setting(s) x {len(concurrencies)} "
+                      f"concurrenc{'y' if len(concurrencies) == 1 else 'ies'}, SLO "
+                      f"{target.name}; reports in {out_dir}")
+    trials = sweep(settings, concurrencies, server, measure, notify)
+    winner = pick(trials, objective)
+    tuned = tuned_profile(files, name, kept, winner) if winner is not None else None
+    paths = write_outputs(out_dir, name=name, trials=trials, winner=winner, objective=objective,
+                          slo=target.name, tuned=tuned)
+    console.print(_table(trials, winner, objective))
+    for kind, path in paths.items():
+        console.print(f"{kind}: {path}")
+    if winner is not None:
+        console.print(f"winner: {winner.setting.label} at concurrency {winner.concurrency} "
+                      f"(use: --profiles {paths['profile']} {name}-tuned)")
+        raise typer.Exit(EXIT_OK)
+    if not any(t.ok for t in trials):
+        raise fail("no setting could be measured (see the notes above)", EXIT_FAILED)
+    raise fail(f"no setting met the SLO {target.name}", EXIT_CHECK_FAILED)

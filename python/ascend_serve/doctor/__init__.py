@@ -1,0 +1,1 @@
+"""Diagnosing hosts: collect over SSH or locally, match known problems, redact, report."""

@@ -1,0 +1,1 @@
+../../../collections/ansible_collections/ascend_serve/fleet/plugins/module_utils/vllm_log.py

@@ -1,0 +1,1 @@
+"""The accelerator stack: version sets (matrix), their locks, npu-smi, preflight reports."""

