@@ -13,7 +13,8 @@ For each host count N and each Ansible configuration this script
 3. writes an inventory like ``inventories/local`` (its group_vars, with the artifact paths made
    absolute and the installer pins of this run), hosts with ``ansible_host`` addresses and
    ``ansible_connection: ssh``;
-4. times the first converge of ``playbooks/stack.yml`` (canary batch of 1, then the rest, as the
+4. times the first converge of ``ascend_serve.fleet.stack`` (canary batch of 1, then the rest, as
+  the
    playbook's ``serial`` says) and then a no-op re-run, which must report ``changed=0`` and no
    failure on every host (the script fails loudly otherwise); ``ansible.posix.profile_tasks``
    records the slowest tasks of the re-run;

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -82,3 +85,16 @@ def test_report_bad_input_exit_2(tmp_path: Path, content: str | None, message: s
     result = runner.invoke(app, ["preflight", "report", str(path)])
     assert result.exit_code == 2
     assert message in result.stderr
+
+
+def test_shell_completion() -> None:
+    """Typer's completion is on: the options in --help, and profile names complete in bash."""
+    result = runner.invoke(app, ["--help"])
+    assert result.exit_code == 0
+    assert "--install-completion" in result.stdout and "--show-completion" in result.stdout
+    env = {**os.environ, "_ASCEND_SERVE_COMPLETE": "complete_bash",
+           "COMP_WORDS": "ascend-serve profiles show tiny-deep", "COMP_CWORD": "3"}
+    done = subprocess.run([str(Path(sys.executable).parent / "ascend-serve")], env=env,
+                          capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode == 0, done.stderr
+    assert "tiny-deepseek-v3" in done.stdout.split()

@@ -24,6 +24,7 @@ from typer.testing import CliRunner, Result
 from ascend_serve.cli.console import EXIT_BAD_INPUT, EXIT_CHECK_FAILED, EXIT_FAILED, EXIT_OK
 from ascend_serve.cli.deploy import deploy
 from ascend_serve.fleet import deploy as d
+from ascend_serve.resources import collections_path
 
 ROOT = Path(__file__).resolve().parents[2]
 PLAYBOOK = ROOT / "tests" / "playbooks" / "deploy_two_hosts.yml"
@@ -268,6 +269,49 @@ def test_input_resolution(tmp_path: Path) -> None:
     request = d.prepare("site.yml", [], cwd=tmp_path)
     assert d._environment(request)["ANSIBLE_HOST_KEY_CHECKING"] in ("True", os.environ.get(
         "ANSIBLE_HOST_KEY_CHECKING"))
+
+
+def test_find_project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A checkout (here, above, or the one an editable install runs from), else none."""
+    monkeypatch.delenv(d.PROJECT_ENV, raising=False)
+    assert d.find_project(ROOT / "tests" / "cli") == ROOT
+    assert d.find_project(tmp_path) == ROOT  # this package's own checkout (editable install)
+    installed = tmp_path / "site-packages" / "ascend_serve" / "_collections"
+    installed.mkdir(parents=True)
+    monkeypatch.setattr(d, "collections_path", lambda: installed)  # a wheel's copy
+    assert d.find_project(tmp_path) is None
+    assert d.find_project(ROOT) == ROOT
+    monkeypatch.setenv(d.PROJECT_ENV, str(tmp_path))
+    with pytest.raises(d.DeployInputError, match=r"has no ansible\.cfg"):
+        d.find_project(ROOT)
+
+
+def test_without_a_project_the_packaged_collection_runs(tmp_path: Path,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """An installed wheel away from a checkout: the collection's playbooks by name, found on
+    ANSIBLE_COLLECTIONS_PATH (the packaged collection first); an inventory must be given."""
+    monkeypatch.setattr(d, "find_project", lambda cwd=None: None)
+    monkeypatch.delenv("ANSIBLE_COLLECTIONS_PATH", raising=False)
+    request = d.prepare("site.yml", ["h1,"], cwd=tmp_path)
+    assert request.project is None and request.playbook == PLAYBOOKS / "site.yml"
+    assert request.name == request.playbook_arg == "ascend_serve.fleet.site"
+    assert d.prepare("ascend_serve.fleet.network", ["h1,"], cwd=tmp_path).playbook_arg == (
+        "ascend_serve.fleet.network")
+    mine = tmp_path / "mine.yml"
+    mine.write_text("[]\n")
+    assert d.prepare("mine.yml", ["h1,"], cwd=tmp_path).playbook_arg == str(mine)
+    env = d._environment(request)
+    assert env["ANSIBLE_COLLECTIONS_PATH"].split(os.pathsep) == [
+        str(collections_path()), *d.ANSIBLE_DEFAULT_COLLECTIONS]
+    monkeypatch.setenv("ANSIBLE_COLLECTIONS_PATH", "/opt/mine")
+    assert d._environment(request)["ANSIBLE_COLLECTIONS_PATH"].split(os.pathsep) == [
+        str(collections_path()), "/opt/mine"]
+    with pytest.raises(d.DeployInputError, match=r"no inventory given \(-i\), and no project"):
+        d.prepare("site.yml", [], cwd=tmp_path)
+    # A checkout's runs are left to its ansible.cfg.
+    checkout = d.DeployRequest(project=ROOT, playbook=ROOT / "site.yml", inventories=["h1,"])
+    assert "ANSIBLE_COLLECTIONS_PATH" not in d._environment(checkout)
+    assert checkout.playbook_arg == str(ROOT / "site.yml")
 
 
 def test_command_line_options(tmp_path: Path) -> None:

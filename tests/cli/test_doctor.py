@@ -2,7 +2,8 @@
 
 The recordings under ``tests/data/doctor/`` are what the collector brought back (redacted) from
 the simulated Atlas 800 A2 node of the main job (``scripts/local-deploy.sh``): ``a2-healthy``
-right after the deploy, ``a2-faults`` after the faults of ``tests/test_local_deploy.py`` were
+right after the deploy, ``a2-faults`` after the faults of
+``tests/integration/test_local_deploy.py`` were
 planted (journal cut to its last lines). Each other fault is the healthy recording with the one
 output changed that the fault changes, as the vendor tool or the role would print it. The SSH
 tests run paramiko against an SSH server in this process (paramiko's server side, a real key

@@ -60,7 +60,7 @@ def test_problems_of_one_host() -> None:
         ACTIVE)
     assert (drained.rollout_phase, drained.rollout_set) == ("upgrading", "vllm-ascend-0.13.0")
     assert drained.problems == ["left upgrading by an unfinished upgrade to vllm-ascend-0.13.0 "
-                                "(out of the load balancer): re-run playbooks/upgrade.yml"]
+                                "(out of the load balancer): re-run ascend_serve.fleet.upgrade"]
     done = host_state("n4", {**LOCAL, "ascend_rollout": {"phase": "done",
                                                          "set": "vllm-ascend-0.13.0"}}, ACTIVE)
     assert done.problems == [] and done.rollout_phase == "done"

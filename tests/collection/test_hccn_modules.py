@@ -4,14 +4,13 @@ The tool is the simulator's ``hccn_tool`` run as a program (a small wrapper scri
 on a node description of this test, in store-only mode (``ASCEND_SIM_NET=off``: no interfaces).
 The modules' ``run`` functions are called directly with a subprocess runner; each module's
 ``main`` is run once as Ansible runs it (a process with a JSON argument file). One test pings
-through real device NICs between two network namespaces, reusing tests/test_sim_hccn_net.py.
+through real device NICs between two network namespaces, reusing tests/simnet.py.
 """
 
 from __future__ import annotations
 
 import importlib
 import json
-import os
 import shlex
 import subprocess
 import sys
@@ -21,14 +20,11 @@ from typing import Any
 
 import pytest
 import simnet
-import yaml
+from ansible_run import module_result
 
 from ascend_sim import models
 
-ROOT = Path(__file__).resolve().parents[2]
-COLLECTIONS_DIR = ROOT / "collections"
 MODULES = "ansible_collections.ascend_serve.fleet.plugins.modules"
-MODULES_DIR = COLLECTIONS_DIR / "ansible_collections/ascend_serve/fleet/plugins/modules"
 hccn = importlib.import_module("ansible_collections.ascend_serve.fleet.plugins.module_utils.hccn")
 hccn_config = importlib.import_module(f"{MODULES}.hccn_config")
 hccn_facts = importlib.import_module(f"{MODULES}.hccn_facts")
@@ -611,85 +607,34 @@ def test_config_and_ping_over_real_device_nics(
 # --- the modules as Ansible runs them ------------------------------------------------------------
 
 
-def run_module(tmp_path: Path, name: str, args: dict[str, Any]) -> dict[str, Any]:
-    args_file = tmp_path / f"{name}-args.json"
-    args_file.write_text(json.dumps({"ANSIBLE_MODULE_ARGS": args}))
-    env = {**os.environ, "PYTHONPATH": str(COLLECTIONS_DIR)}
-    proc = subprocess.run([sys.executable, str(MODULES_DIR / f"{name}.py"), str(args_file)],
-                          capture_output=True, text=True, check=False, env=env, timeout=120)
-    result: dict[str, Any] = json.loads(proc.stdout)
-    return result
-
-
 def test_modules_run_as_ansible_runs_them(tmp_path: Path, tool: str, node: Path) -> None:
     devices = [{"device": 0, "address": "198.51.100.1", "netmask": MASK}]
 
-    checked = run_module(tmp_path, "hccn_config", {
-        "devices": devices, "tool": tool, "_ansible_check_mode": True, "_ansible_diff": True})
+    checked = module_result("hccn_config", {"devices": devices, "tool": tool,
+                                            "_ansible_diff": True}, tmp_path, check_mode=True)
     assert checked["changed"] is True
     assert checked["diff"]["after"] == (
         "address_0=198.51.100.1\nnetmask_0=255.255.255.0\ntls_enable_0=0\n")
     assert "0" not in device_net(node)
 
-    applied = run_module(tmp_path, "hccn_config", {"devices": devices, "tool": tool})
+    applied = module_result("hccn_config", {"devices": devices, "tool": tool}, tmp_path)
     assert applied["changed"] is True
     assert "diff" not in applied
     assert device_net(node)["0"] == {"address": "198.51.100.1", "netmask": MASK}
 
-    read = run_module(tmp_path, "hccn_facts", {"devices": [0], "tool": tool})
+    read = module_result("hccn_facts", {"devices": [0], "tool": tool}, tmp_path)
     assert read["changed"] is False
     assert read["devices"][0]["address"] == "198.51.100.1"
 
-    pinged = run_module(tmp_path, "hccn_ping", {
-        "pairs": [{"device": 0, "address": "198.51.100.2"}], "tool": tool, "count": 1})
+    pinged = module_result("hccn_ping", {
+        "pairs": [{"device": 0, "address": "198.51.100.2"}], "tool": tool, "count": 1}, tmp_path)
     assert pinged["results"][0]["ok"] is False
 
-    bad = run_module(tmp_path, "hccn_config", {"devices": [{"device": 0}], "tool": tool})
+    bad = module_result("hccn_config", {"devices": [{"device": 0}], "tool": tool}, tmp_path)
     assert bad["failed"] is True
     assert "address" in bad["msg"]
 
-    missing = run_module(tmp_path, "hccn_facts", {"devices": [0],
-                                                  "tool": str(tmp_path / "nope")})
+    missing = module_result("hccn_facts", {"devices": [0], "tool": str(tmp_path / "nope")},
+                            tmp_path)
     assert missing["failed"] is True
     assert "install the NPU driver first" in missing["msg"]
-
-
-# --- documentation matches the argument spec -----------------------------------------------------
-
-
-class CapturedError(Exception):
-    pass
-
-
-def _spec_from_doc(options: dict[str, Any]) -> dict[str, Any]:
-    spec: dict[str, Any] = {}
-    for name, doc in options.items():
-        entry = {key: doc[key] for key in ("type", "required", "default", "elements")
-                 if key in doc and not (key == "required" and doc[key] is False)}
-        if "suboptions" in doc:
-            entry["options"] = _spec_from_doc(doc["suboptions"])
-        spec[name] = entry
-    return spec
-
-
-@pytest.mark.parametrize("name", ["hccn_config", "hccn_facts", "hccn_ping"])
-def test_documentation_matches_argument_spec(
-    name: str, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    module = importlib.import_module(f"{MODULES}.{name}")
-    captured: dict[str, Any] = {}
-
-    def fake(**kwargs: Any) -> None:
-        captured.update(kwargs)
-        raise CapturedError
-
-    monkeypatch.setattr(module, "AnsibleModule", fake)
-    with pytest.raises(CapturedError):
-        module.main()
-
-    doc = yaml.safe_load(module.DOCUMENTATION)
-    assert doc["module"] == name
-    assert captured["supports_check_mode"] is True
-    assert captured["argument_spec"] == _spec_from_doc(doc["options"])
-    for section in ("EXAMPLES", "RETURN"):
-        assert yaml.safe_load(getattr(module, section))

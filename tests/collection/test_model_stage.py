@@ -10,7 +10,6 @@ import hashlib
 import json
 import os
 import subprocess
-import sys
 import threading
 from collections.abc import Iterator
 from functools import partial
@@ -19,24 +18,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from ansible_run import module_result
 
 from ascend_sim.httpd import MirrorServer
 
-ROOT = Path(__file__).resolve().parents[2]
-MODULE = (ROOT / "collections/ansible_collections/ascend_serve/fleet/plugins/modules"
-          / "model_stage.py")
-
 
 def run_module(tmp_path: Path, check_mode: bool = False, **params: Any) -> dict[str, Any]:
-    args = dict(params)
-    if check_mode:
-        args["_ansible_check_mode"] = True
-    args_file = tmp_path / "args.json"
-    args_file.write_text(json.dumps({"ANSIBLE_MODULE_ARGS": args}))
-    proc = subprocess.run([sys.executable, str(MODULE), str(args_file)],
-                          capture_output=True, text=True, check=False)
-    result: dict[str, Any] = json.loads(proc.stdout)
-    return result
+    return module_result("model_stage", params, tmp_path, check_mode)
 
 
 def make_source(root: Path) -> dict[str, Any]:

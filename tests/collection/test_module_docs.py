@@ -1,18 +1,43 @@
-"""Every module of the collection documents itself the way ansible-doc reads it."""
+"""Every module of the collection documents itself the way ansible-doc reads it: its
+documentation parses, its doc fragments resolve, ansible-doc renders it, and the options it
+documents are its argument spec."""
 
 from __future__ import annotations
 
 import importlib
-from pathlib import Path
+import json
+import os
+import subprocess
 from typing import Any
 
 import pytest
 import yaml
+from ansible_run import BIN, ENV
+from paths import COLLECTION, ROOT
 
-MODULES_DIR = (Path(__file__).resolve().parents[2]
-               / "collections/ansible_collections/ascend_serve/fleet/plugins/modules")
+MODULES_DIR = COLLECTION / "plugins" / "modules"
+FRAGMENTS_DIR = COLLECTION / "plugins" / "doc_fragments"
 PACKAGE = "ansible_collections.ascend_serve.fleet.plugins.modules"
 NAMES = sorted(p.stem for p in MODULES_DIR.glob("*.py") if p.stem != "__init__")
+FQCN = "ascend_serve.fleet."
+# Ansible ships untyped; the class every module (or module_main) builds.
+AnsibleModule = importlib.import_module("ansible.module_utils.basic").AnsibleModule
+
+
+def ansible_doc(*args: str) -> subprocess.CompletedProcess[str]:
+    """ansible-doc on the modules of this checkout's collection."""
+    return subprocess.run([str(BIN / "ansible-doc"), "-t", "module", *args], cwd=ROOT,
+                          env={**os.environ, **ENV}, capture_output=True, text=True,
+                          check=False, timeout=120)
+
+
+@pytest.fixture(scope="module")
+def rendered() -> dict[str, dict[str, Any]]:
+    """ansible-doc's reading of every module (fragments merged), by module name."""
+    proc = ansible_doc("--json", *(FQCN + name for name in NAMES))
+    assert proc.returncode == 0, proc.stderr
+    docs: dict[str, dict[str, Any]] = json.loads(proc.stdout)
+    return {fqcn.removeprefix(FQCN): doc for fqcn, doc in docs.items()}
 
 
 def _descriptions(node: Any, path: str = "") -> list[tuple[str, Any]]:
@@ -32,12 +57,75 @@ def _descriptions(node: Any, path: str = "") -> list[tuple[str, Any]]:
 
 
 @pytest.mark.parametrize("name", NAMES)
-def test_documentation_parses_and_every_description_is_text(name: str) -> None:
+def test_documentation_parses_and_every_description_is_text(
+    name: str, rendered: dict[str, dict[str, Any]]
+) -> None:
     module = importlib.import_module(f"{PACKAGE}.{name}")
-    doc = yaml.safe_load(module.DOCUMENTATION)
+    raw = yaml.safe_load(module.DOCUMENTATION)
+    assert raw["module"] == name
+    assert yaml.safe_load(module.EXAMPLES)
+    doc = rendered[name]["doc"]
     assert doc["module"] == name
     assert isinstance(doc["short_description"], str)
-    yaml.safe_load(module.EXAMPLES)
-    returned = yaml.safe_load(module.RETURN) or {}
+    assert doc["author"] == ["ascend-serve developers"]
     assert _descriptions(doc, "DOCUMENTATION") == []
-    assert _descriptions(returned, "RETURN") == []
+    assert _descriptions(rendered[name]["return"] or {}, "RETURN") == []
+
+
+def test_ansible_doc_renders_every_module_as_text() -> None:
+    proc = ansible_doc(*(FQCN + name for name in NAMES))
+    assert proc.returncode == 0, proc.stderr
+    assert "[WARNING]" not in proc.stderr, proc.stderr
+    for name in NAMES:
+        assert f"> MODULE {FQCN}{name} (" in proc.stdout
+
+
+def test_every_doc_fragment_is_used() -> None:
+    used: set[str] = set()
+    for name in NAMES:
+        doc = yaml.safe_load(importlib.import_module(f"{PACKAGE}.{name}").DOCUMENTATION)
+        # ascend_serve.fleet.<fragment>, or ascend_serve.fleet.<fragment>.<variable>
+        fragments = doc.get("extends_documentation_fragment", [])
+        used.update(".".join(fragment.split(".")[:3]) for fragment in fragments)
+    assert {FQCN + p.stem for p in FRAGMENTS_DIR.glob("*.py")} <= used
+
+
+# --- documentation matches the argument spec -----------------------------------------------------
+
+
+class CapturedError(Exception):
+    pass
+
+
+def _options(options: dict[str, Any], nested: str) -> dict[str, Any]:
+    """What an argument spec (nested: "options") or a documentation (nested: "suboptions") says of
+    each option, with Ansible's defaults filled in."""
+    return {name: {"type": entry.get("type", "str"), "required": entry.get("required", False),
+                   "default": entry.get("default"), "elements": entry.get("elements"),
+                   "choices": entry.get("choices"),
+                   "options": _options(entry.get(nested) or {}, nested)}
+            for name, entry in options.items()}
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_documentation_matches_argument_spec(
+    name: str, rendered: dict[str, dict[str, Any]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Options (with those of the fragments), check mode support: what main() asks for."""
+    module = importlib.import_module(f"{PACKAGE}.{name}")
+    captured: dict[str, Any] = {}
+
+    def fake(self: Any, **kwargs: Any) -> None:
+        captured.update(kwargs)
+        raise CapturedError
+
+    monkeypatch.setattr(AnsibleModule, "__init__", fake)
+    with pytest.raises(CapturedError):
+        module.main()
+
+    doc = rendered[name]["doc"]
+    assert (_options(captured["argument_spec"], "options")
+            == _options(doc.get("options") or {}, "suboptions"))
+    assert doc["attributes"]["check_mode"]["support"] == (
+        "full" if captured.get("supports_check_mode") else "none")
+    assert doc["attributes"]["diff_mode"]["support"] in ("full", "none")

@@ -5,8 +5,10 @@ from __future__ import annotations
 import importlib
 from dataclasses import asdict
 from pathlib import Path
+from typing import Any
 
 import pytest
+from ansible_run import module_result
 
 from ascend_sim.devtools import npu_smi
 from ascend_sim.models import make_node
@@ -79,3 +81,58 @@ def test_cann_facts_finds_both_toolkit_layouts(tmp_path: Path) -> None:
     assert state["driver_version"] == "25.0.rc1.1"
     assert cann_facts.cann_state(str(tmp_path / "missing")) == {
         "driver_version": "", "toolkits": [], "nnal_version": ""}
+
+
+# --- the facts modules as Ansible runs them ------------------------------------------------------
+
+# (module, its arguments ({tmp}: this test's tmp_path), the facts it sets or, for a failure, the
+# start of its message)
+FACTS_RUNS = [
+    ("cann_facts", {"install_path": "{tmp}/Ascend"},
+     {"ascend_cann_state": {"driver_version": "", "toolkits": [], "nnal_version": ""}}),
+    ("cann_facts", {"install_path": "{tmp}"}, "cannot read the installed CANN: "),
+    ("npu_driver_facts", {"install_path": "{tmp}/Ascend", "ledger_path": "{tmp}/ledger.fact"},
+     {"ascend_npu_driver_state": {"driver_version": "", "firmware_versions": [],
+                                  "firmware_unreadable_chips": 0, "upgrade_tool": False,
+                                  "ledger": {}}}),
+    ("npu_driver_facts", {"install_path": "{tmp}"}, "cannot read the installed driver: "),
+    ("npu_pci_facts", {"sysfs_pci_path": "{tmp}/missing"}, {"ascend_pci_npus": []}),
+    ("rdma_facts", {"sysfs_path": "{tmp}/missing"}, {"rdma_devices": []}),
+    ("disk_space_facts", {"paths": ["{tmp}/not/yet"]},
+     {"ascend_disk_space": {"{tmp}/not/yet": {"measured_at": "{tmp}"}}}),
+    ("disk_space_facts", {"paths": ["relative"]}, "paths must be absolute: relative"),
+    ("npu_smi_facts", {"npu_smi": "/bin/false"}, "/bin/false info failed with rc 1"),
+    ("clock_sync_facts", {}, {"ascend_clock": {}}),
+]
+
+
+def _with_tmp(value: Any, tmp: str) -> Any:
+    if isinstance(value, dict):
+        return {_with_tmp(k, tmp): _with_tmp(v, tmp) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_with_tmp(v, tmp) for v in value]
+    return value.replace("{tmp}", tmp) if isinstance(value, str) else value
+
+
+def _contains(found: Any, expected: Any) -> bool:
+    """Whether ``found`` holds ``expected`` (dicts: at least its keys, recursively)."""
+    if isinstance(expected, dict):
+        return isinstance(found, dict) and all(
+            k in found and _contains(found[k], v) for k, v in expected.items())
+    return bool(found == expected)
+
+
+@pytest.mark.parametrize(("name", "args", "expected"), FACTS_RUNS,
+                         ids=[f"{run[0]}-{i}" for i, run in enumerate(FACTS_RUNS)])
+def test_facts_modules_run_as_ansible_runs_them(
+    tmp_path: Path, name: str, args: dict[str, Any], expected: dict[str, Any] | str
+) -> None:
+    """Each facts module's main(): its facts, never a change, and its own failure messages."""
+    _info(tmp_path / "driver/version.info", "Version 25.5.0\n")  # not key=value: unreadable
+    result = module_result(name, _with_tmp(args, str(tmp_path)), tmp_path, check_mode=True)
+    if isinstance(expected, str):
+        assert result["failed"] is True
+        assert result["msg"].startswith(expected), result["msg"]
+    else:
+        assert (result.get("failed"), result["changed"]) == (None, False), result
+        assert _contains(result["ansible_facts"], _with_tmp(expected, str(tmp_path))), result

@@ -1,9 +1,9 @@
 """Data parallelism across two "nodes" with the real vLLM (CPU build): the launchers that
-``templates/vllm-launch.sh.j2`` renders from the profile ``tiny-qwen2-2nodes`` for rank 0 (the
-head: ``vllm serve --data-parallel-size 2 --data-parallel-size-local 1 --data-parallel-address
-ADDR --data-parallel-rpc-port PORT``) and rank 1 (``--headless --data-parallel-start-rank 1``),
-the same template and layout code as the multi-node DeepSeek profiles, run as two process groups
-on 127.0.0.1 with their own TMPDIR and state directories.
+the vllm_service role's ``vllm-launch.sh.j2`` renders from the profile ``tiny-qwen2-2nodes`` for
+rank 0 (the head: ``vllm serve --data-parallel-size 2 --data-parallel-size-local 1
+--data-parallel-address ADDR --data-parallel-rpc-port PORT``) and rank 1 (``--headless
+--data-parallel-start-rank 1``), the same template and layout code as the multi-node DeepSeek
+profiles, run as two process groups on 127.0.0.1 with their own TMPDIR and state directories.
 
 Two models, the two kinds of DP rank in vLLM 0.32 (``v1/engine/core.py``, ``run_engine_core``):
 

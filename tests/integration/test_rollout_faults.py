@@ -1,11 +1,11 @@
 """A rolling upgrade over three simulated Atlas 800 A2 nodes reached by real SSH (host keys
-checked) and serving, with faults in the middle of a batch: ``playbooks/upgrade.yml`` through
-``ascend-serve deploy``, ``ascend-serve fleet status`` as the operator reads the result, and each
-node's server asked for ``/health`` from the controller as a load balancer would.
+checked) and serving, with faults in the middle of a batch: the ``ascend_serve.fleet.upgrade``
+playbook through ``ascend-serve deploy``, ``ascend-serve fleet status`` as the operator reads the
+result, and each node's server asked for ``/health`` from the controller as a load balancer would.
 
 The nodes (``ascend_sim.sshfleet``: a derived image with sshd and os_base's Debian packages
 pre-installed) first get the older set vllm-ascend-0.11.0 (HDK 25.3.rc1, CANN 8.3.RC2) with
-``playbooks/stack.yml`` and a server each with ``playbooks/serving.yml``; then ``upgrade.yml``
+``stack`` and a server each with ``serving``; then ``upgrade.yml``
 moves them to vllm-ascend-0.13.0 with the default batches (one canary, then 20% at a time: here
 one host per batch) and a stand-in load balancer (``tests/data/lb-hook.sh``) that plants each
 case's fault right after it took a host out:
@@ -194,7 +194,7 @@ def test_rollout_stops_at_the_failed_batch_and_a_rerun_repairs(
     one, two, three = NODES
 
     # The fleet as it serves today: the older set on every host, all at once, and its servers.
-    for playbook in ("playbooks/stack.yml", "playbooks/serving.yml"):
+    for playbook in ("stack", "serving"):
         rc, summary = _deploy(nodes, inventory, tmp_path / f"install-{Path(playbook).stem}",
                               playbook, OLD, OLD_FIRMWARE)
         assert rc == 0, summary["failures"]
@@ -219,7 +219,7 @@ def test_rollout_stops_at_the_failed_batch_and_a_rerun_repairs(
     assert (hosts[two]["stack_set"], hosts[two]["rollout_phase"]) == (OLD, "upgrading")
     assert hosts[two]["problems"][0] == (
         f"left upgrading by an unfinished upgrade to {NEW} (out of the load balancer): re-run "
-        "playbooks/upgrade.yml")
+        "ascend_serve.fleet.upgrade")
     assert hosts[two]["serving"] is False and len(hosts[two]["problems"]) == 2
     assert (hosts[three]["stack_set"], hosts[three]["rollout_phase"]) == (OLD, None)
     assert hosts[three]["problems"] == [] and hosts[three]["serving"] is True

@@ -4,13 +4,10 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
-from pathlib import Path
 
 import pytest
-
-ROOT = Path(__file__).resolve().parents[2]
-BIN = Path(sys.executable).parent
+from ansible_run import BIN, ansible_playbook
+from paths import ROOT
 
 
 def _inventory(name: str) -> dict[str, dict[str, object]]:
@@ -34,9 +31,5 @@ def test_inventory_sets_required_variables(name: str) -> None:
 
 @pytest.mark.parametrize("name", ["local", "prod"])
 def test_site_syntax(name: str) -> None:
-    proc = subprocess.run(
-        [str(BIN / "ansible-playbook"), "--syntax-check", "-i", f"inventories/{name}/hosts.yml",
-         "site.yml"],
-        cwd=ROOT, capture_output=True, text=True, check=False,
-    )
+    proc = ansible_playbook("--syntax-check", "-i", f"inventories/{name}/hosts.yml", "site.yml")
     assert proc.returncode == 0, proc.stdout + proc.stderr

@@ -12,13 +12,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
-from paths import PLAYBOOKS, ROLES
+import role_files
+from paths import PLAYBOOKS, ROLES, ROOT
 
 from ascend_serve.serving import launcher
 from ascend_serve.serving.profiles import ProfileError, resolve
 
-ROOT = Path(__file__).resolve().parents[2]
 TASK_FILES = sorted(
     [*ROLES.glob("*/tasks/*.yml"), *ROLES.glob("*/handlers/*.yml"),
      *PLAYBOOKS.glob("*.yml"), ROOT / "site.yml"])
@@ -29,24 +28,11 @@ JINJA = re.compile(r"\{[{%](.*?)[}%]\}", re.S)  # what Ansible evaluates
 SHELL_MODULES = {"ansible.builtin.shell", "ansible.builtin.raw", "ansible.builtin.script",
                  "shell", "raw", "script"}
 COMMAND_MODULES = {"ansible.builtin.command", "command"}
-BLOCK_KEYS = ("block", "rescue", "always", "tasks", "pre_tasks", "post_tasks", "handlers")
-
-
-def _tasks(node: Any) -> Iterator[dict[str, Any]]:
-    """Every task (and play) mapping in a parsed task file or playbook, blocks included."""
-    if isinstance(node, list):
-        for item in node:
-            yield from _tasks(item)
-    elif isinstance(node, dict):
-        yield node
-        for key in BLOCK_KEYS:
-            if key in node:
-                yield from _tasks(node[key])
 
 
 def _all_tasks() -> Iterator[tuple[str, dict[str, Any]]]:
     for path in TASK_FILES:
-        for task in _tasks(yaml.safe_load(path.read_text()) or []):
+        for task in role_files.tasks(role_files.load(path) or []):
             yield f"{path.relative_to(ROOT)}: {task.get('name', '?')}", task
 
 
@@ -72,7 +58,7 @@ def test_no_shell_and_commands_are_argument_lists() -> None:
 def test_tasks_that_touch_secrets_are_no_log() -> None:
     offenders = []
     for name, task in _all_tasks():
-        if any(key in task for key in BLOCK_KEYS) or "hosts" in task:
+        if any(key in task for key in role_files.BLOCK_KEYS) or "hosts" in task:
             continue  # a block or play: its tasks are checked one by one
         body = {k: v for k, v in task.items() if k not in ("name", "when", "tags", "no_log")}
         uses = [e for e in JINJA.findall(json.dumps(body)) if SECRET.search(e)]

@@ -1,7 +1,8 @@
-"""The vllm_service role without a server: its variables, how it places the hosts of a
-multi-node profile (head / headless, the head's address) or refuses a group of the wrong size,
-and how its check tasks wait for vLLM phase by phase and fail with the phase, the error and the
-fix (a fake systemctl/journalctl serving real startup logs of the corpus)."""
+"""The vllm_service role without a server: the tasks that write its API key, how it places the
+hosts of a multi-node profile (head / headless, the head's address) or refuses a group of the
+wrong size, and how its check tasks wait for vLLM phase by phase and fail with the phase, the
+error and the fix (a fake systemctl/journalctl serving real startup logs of the corpus). The
+contract every role keeps (its variables among it): test_role_contract.py."""
 
 from __future__ import annotations
 
@@ -15,44 +16,16 @@ import threading
 from pathlib import Path
 from typing import Any
 
+import role_files
 import yaml
-from paths import ROLES
+from ansible_run import ansible_playbook
+from paths import CORPUS, ROLES, ROOT
 
-ROOT = Path(__file__).resolve().parents[2]
 ROLE = ROLES / "vllm_service"
-SPEC_TYPES: dict[str, type | tuple[type, ...]] = {
-    "list": list, "bool": bool, "int": int, "str": str, "dict": dict, "path": str,
-}
-
-
-def _load(path: Path) -> Any:
-    return yaml.safe_load(path.read_text())
-
-
-def test_defaults_match_argument_specs() -> None:
-    defaults = _load(ROLE / "defaults/main.yml")
-    options = _load(ROLE / "meta/argument_specs.yml")["argument_specs"]["main"]["options"]
-    assert set(defaults) == set(options)
-    for name, spec in options.items():
-        assert name.startswith("vllm_service_"), name
-        assert defaults[name] == spec.get("default"), name
-        if defaults[name] is not None:
-            assert isinstance(defaults[name], SPEC_TYPES[spec["type"]]), name
-        assert spec.get("description"), name
-    assert options["vllm_service_api_key"].get("no_log") is True
-
-
-def test_every_variable_is_declared_or_private() -> None:
-    text = "\n".join(p.read_text() for p in ROLE.rglob("*") if p.suffix in {".yml", ".j2"})
-    options = _load(ROLE / "meta/argument_specs.yml")["argument_specs"]["main"]["options"]
-    used = set(re.findall(r"(?<![\w.])(vllm_service_\w+)", text))
-    assert used <= set(options), used - set(options)
-    assert all(r.startswith("_vllm_service_") for r in re.findall(r"register: (\w+)", text))
-    assert all(k.startswith("_vllm_service_") for k in _load(ROLE / "vars/main.yml"))
 
 
 def test_tasks_touching_the_key_hide_it() -> None:
-    tasks = [t for p in (ROLE / "tasks").glob("*.yml") for t in _load(p) or []]
+    tasks = [t for p in (ROLE / "tasks").glob("*.yml") for t in role_files.load(p) or []]
     flat = [t for t in tasks for t in (t.get("block", [t]))]
     writing = [t for t in flat
                if "vllm_service_api_key }}" in yaml.safe_dump(t) and "content" in yaml.safe_dump(t)]
@@ -69,13 +42,8 @@ def _place(
         "vllm_service_profile": profile, "vllm_service_model_dir": str(tmp_path / "model"),
         "vllm_service_env_prefix": str(tmp_path / "env")}}}
     (tmp_path / "hosts.yml").write_text(yaml.safe_dump(inventory))
-    env = dict(os.environ,
-               ANSIBLE_COLLECTIONS_PATH=str(ROOT / "collections"), ANSIBLE_FORCE_COLOR="0",
-               ANSIBLE_NOCOLOR="1")
-    return subprocess.run(
-        [str(Path(sys.executable).parent / "ansible-playbook"), "--check", "-i",
-         str(tmp_path / "hosts.yml"), str(ROOT / "tests" / "playbooks" / "vllm_service_nodes.yml")],
-        capture_output=True, text=True, env=env, cwd=ROOT, check=False)
+    return ansible_playbook("--check", "-i", str(tmp_path / "hosts.yml"),
+                            str(ROOT / "tests" / "playbooks" / "vllm_service_nodes.yml"))
 
 
 def test_two_node_profile_places_head_and_headless(tmp_path: Path) -> None:
@@ -155,7 +123,7 @@ def test_npu_profiles_source_what_the_cann_fact_lists(tmp_path: Path) -> None:
 # real startup log of the corpus (tests/data/corpus/vllm-log/), a little more at each call, and a
 # real HTTP /health that answers 200 once the log says the startup is complete.
 
-CORPUS = ROOT / "tests" / "data" / "corpus" / "vllm-log"
+VLLM_LOGS = CORPUS / "vllm-log"
 FAKE_TOOL = """#!{python}
 import json, sys, time
 state_file, calls_file = {state!r}, {calls!r}
@@ -217,8 +185,8 @@ def _check(tmp_path: Path, sample: str, unit: dict[str, str], health_timeout_s: 
     calls.write_text("")
     state.write_text(json.dumps({
         "unit": {"InvocationID": "inv-1", "NRestarts": "0", "MainPID": "4242", **unit},
-        "journal": {"inv-1": str(CORPUS / f"{sample}.log"),
-                    "inv-2": str(CORPUS / "ascend-glm5-w4a8-loading-issue6734.log")},
+        "journal": {"inv-1": str(VLLM_LOGS / f"{sample}.log"),
+                    "inv-2": str(VLLM_LOGS / "ascend-glm5-w4a8-loading-issue6734.log")},
         "started_ago": started_ago, "lines_per_call": lines_per_call,
         "restart_after": restart_after}))
     for name in ("systemctl", "journalctl"):
@@ -236,14 +204,9 @@ def _check(tmp_path: Path, sample: str, unit: dict[str, str], health_timeout_s: 
     (tmp_path / "hosts.yml").write_text(yaml.safe_dump({"all": {"hosts": {"node-a": {}}, "vars": {
         "ansible_connection": "local", "ansible_python_interpreter": sys.executable,
         "vllm_service_validate": False, "vllm_service_wait_delay": 1}}}))
-    env = dict(os.environ,
-               ANSIBLE_COLLECTIONS_PATH=str(ROOT / "collections"), ANSIBLE_FORCE_COLOR="0",
-               ANSIBLE_NOCOLOR="1", PATH=f"{bin_dir}:{os.environ['PATH']}")
     try:
-        proc = subprocess.run(
-            [str(Path(sys.executable).parent / "ansible-playbook"), "-i",
-             str(tmp_path / "hosts.yml"), str(tmp_path / "check.yml")],
-            capture_output=True, text=True, env=env, cwd=ROOT, check=False, timeout=300)
+        proc = ansible_playbook("-i", str(tmp_path / "hosts.yml"), str(tmp_path / "check.yml"),
+                                env={"PATH": f"{bin_dir}:{os.environ['PATH']}"}, timeout=300)
     finally:
         server.shutdown()
         server.server_close()

@@ -12,6 +12,15 @@ from simnet import NETMASK, MakeNode, SimNode, ip, make_node, pair, summary
 __all__ = ["make_node", "pair"]  # fixtures, used by name
 
 
+@pytest.fixture
+def addressed(pair: tuple[SimNode, SimNode]) -> tuple[SimNode, SimNode]:
+    """The pair with device 0 of A at 198.51.100.1 and device 0 of B at 198.51.100.2."""
+    a, b = pair
+    a.set_ip(0, "198.51.100.1")
+    b.set_ip(0, "198.51.100.2")
+    return a, b
+
+
 def test_set_ip_makes_a_real_nic_and_ping_crosses_nodes(pair: tuple[SimNode, SimNode]) -> None:
     a, b = pair
     a.set_ip(0, "198.51.100.1")
@@ -51,11 +60,9 @@ def test_ping_to_an_absent_peer_fails(pair: tuple[SimNode, SimNode]) -> None:
 
 
 def test_set_ip_is_idempotent_and_a_new_address_replaces_the_old(
-    pair: tuple[SimNode, SimNode],
+    addressed: tuple[SimNode, SimNode],
 ) -> None:
-    a, b = pair
-    a.set_ip(0, "198.51.100.1")
-    b.set_ip(0, "198.51.100.2")
+    a, b = addressed
     before = a.link_details(), a.addrs()
 
     a.set_ip(0, "198.51.100.1")
@@ -71,11 +78,9 @@ def test_set_ip_is_idempotent_and_a_new_address_replaces_the_old(
 
 
 def test_link_fault_takes_the_nic_down_and_breaks_the_peer_ping(
-    pair: tuple[SimNode, SimNode],
+    addressed: tuple[SimNode, SimNode],
 ) -> None:
-    a, b = pair
-    a.set_ip(0, "198.51.100.1")
-    b.set_ip(0, "198.51.100.2")
+    a, b = addressed
     b.ok("-i", "0", "-netdetect", "-s", "address", "198.51.100.1")
     assert b.ok("-i", "0", "-net_health", "-g") == "net health status: Success\n"
     assert a.ping(0, "198.51.100.2", "pkt", "1").returncode == 0

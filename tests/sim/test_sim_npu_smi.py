@@ -186,23 +186,16 @@ def test_bad_usage_fails(run: Run, argv: list[str]) -> None:
     assert "Usage" in err
 
 
-def test_info_list(run: Run) -> None:
-    rc, out, _ = run("info", "-l")
-
-    assert rc == 0
-    assert re.findall(r"Total Count\s*: (\d+)", out) == ["8"]
-    assert re.findall(r"NPU ID\s*: (\d+)", out) == [str(n) for n in range(8)]
-    assert re.findall(r"Chip Count\s*: (\d+)", out) == ["1"] * 8
-
-
-def test_info_list_a3(run: Run, node_file: Path) -> None:
-    models.make_node("atlas800-a3", 3).save(node_file)
+@pytest.mark.parametrize(("model", "npus", "chips"), [("atlas800-a2", 8, 1), ("atlas800-a3", 3, 2)])
+def test_info_list(run: Run, node_file: Path, model: str, npus: int, chips: int) -> None:
+    models.make_node(model, npus).save(node_file)
 
     rc, out, _ = run("info", "-l")
 
     assert rc == 0
-    assert re.findall(r"Total Count\s*: (\d+)", out) == ["3"]
-    assert re.findall(r"Chip Count\s*: (\d+)", out) == ["2"] * 3
+    assert re.findall(r"Total Count\s*: (\d+)", out) == [str(npus)]
+    assert re.findall(r"NPU ID\s*: (\d+)", out) == [str(n) for n in range(npus)]
+    assert re.findall(r"Chip Count\s*: (\d+)", out) == [str(chips)] * npus
 
 
 def test_info_mapping_a3(run: Run, node_file: Path) -> None:

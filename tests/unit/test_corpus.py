@@ -9,12 +9,12 @@ what a careful human reads from it. The readers' tests (``test_corpus_*.py``,
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
+from corpus import reading, reading_path
+from paths import CORPUS
 
-CORPUS = Path(__file__).resolve().parents[1] / "data" / "corpus"
 FAMILIES = sorted(p for p in CORPUS.iterdir() if p.is_dir())
 META = {"SOURCES", "README.md"}
 
@@ -30,8 +30,7 @@ def test_corpus_families_and_sizes() -> None:
     sizes = {f.name: len(_samples(f)) for f in FAMILIES}
     # The issue's floor: at least 20 `npu-smi info` tables.
     tables = [p for p in _samples(CORPUS / "npu-smi")
-              if json.loads(p.with_suffix(".expected.json").read_text())["command"]
-              == "npu-smi info"]
+              if reading(p)["command"] == "npu-smi info"]
     assert len(tables) >= 20, sizes
     assert all(n >= 10 for n in sizes.values()), sizes
 
@@ -43,9 +42,8 @@ def test_every_sample_has_a_source_and_a_reading(family: Path) -> None:
               if line.strip() and not line.startswith("#")}
     for sample in _samples(family):
         assert sample.name in listed, f"{sample} has no line in {family / 'SOURCES'}"
-        reading = sample.with_name(sample.name.rsplit(".", 1)[0] + ".expected.json")
-        assert reading.is_file(), f"{sample} has no {reading.name}"
-        assert isinstance(json.loads(reading.read_text(encoding="utf-8")), dict), reading
+        assert reading_path(sample).is_file(), f"{sample} has no {reading_path(sample).name}"
+        assert isinstance(reading(sample), dict)
         # A source names where the sample came from: a URL, or a repository and a path.
         line = next(x for x in (family / "SOURCES").read_text(encoding="utf-8").splitlines()
                     if x.split("|", 1)[0].strip() == sample.name)

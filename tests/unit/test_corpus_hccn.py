@@ -10,7 +10,6 @@ device before reading, as the modules get them (one call per device). Verbs no m
 from __future__ import annotations
 
 import importlib
-import json
 import os
 import re
 import subprocess
@@ -19,14 +18,15 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import paths
 import pytest
+from corpus import reading
 
 from ascend_serve.network.netplan import hccn_conf
 from ascend_sim import models
 from ascend_sim.devtools import hccn_tool
 
-ROOT = Path(__file__).resolve().parents[2]
-CORPUS = ROOT / "tests" / "data" / "corpus" / "hccn_tool"
+CORPUS = paths.CORPUS / "hccn_tool"
 hccn = importlib.import_module("ansible_collections.ascend_serve.fleet.plugins.module_utils.hccn")
 hccn_ping = importlib.import_module(
     "ansible_collections.ascend_serve.fleet.plugins.modules.hccn_ping")
@@ -36,10 +36,6 @@ SAMPLES = sorted(p for p in CORPUS.iterdir()
 NOT_READ = {"lldp-g-dev3-full-elided-blog.txt", "lldp-g-grep-ifname-8dev-a2-mindie.txt",
             "optical-g-dev0-fixture.txt", "link-stat-g-dev0-fixture.txt",
             "link-stat-g-dev0-linkdown-count-hccl-doc.txt", "route-g-dev3-blog.txt"}
-
-
-def _expected(sample: Path) -> dict[str, Any]:
-    return dict(json.loads(sample.with_suffix(".expected.json").read_text(encoding="utf-8")))
 
 
 def _answers(text: str, start: str) -> list[str]:
@@ -146,13 +142,13 @@ def test_every_sample_is_read_or_listed_as_unread() -> None:
 
 @pytest.mark.parametrize("sample", READ, ids=[p.name for p in READ])
 def test_corpus_sample_is_read_as_expected(sample: Path) -> None:
-    _reader(sample)(sample.read_text(encoding="utf-8"), _expected(sample))
+    _reader(sample)(sample.read_text(encoding="utf-8"), reading(sample))
 
 
 def test_health_values_other_than_success_are_faults() -> None:
     for name in ("net-health-fault-doc.txt", "net-health-socket-failed-fixture.txt"):
         status = hccn.parse_net_health((CORPUS / name).read_text(encoding="utf-8"))
-        assert status != "success" and not _expected(CORPUS / name)["healthy"]
+        assert status != "success" and not reading(CORPUS / name)["healthy"]
 
 
 # --- the simulator prints the corpus's layouts ---------------------------------------------------
@@ -198,7 +194,7 @@ def test_simulator_answers_in_the_corpus_layouts(sim: Callable[..., str]) -> Non
 
 def test_simulator_ping_answers_follow_the_corpus() -> None:
     """The sim's ping answer (a live ping needs root and two network namespaces, see
-    tests/test_sim_hccn_net.py) against the samples, read back by the modules' reader."""
+    tests/sim/test_sim_hccn_net.py) against the samples, read back by the modules' reader."""
     ok = (CORPUS / "ping-g-dev3-ok-blog.txt").read_text(encoding="utf-8")
     assert hccn_tool.ping_answer(3, "29.1.137.205", [1.418, 0.034, 0.040]) == ok
     lost = (CORPUS / "ping-g-partial-loss-33pct-mindie-doc.txt").read_text(encoding="utf-8")

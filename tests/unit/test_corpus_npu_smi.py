@@ -9,14 +9,15 @@ byte for byte for every layout it imitates, and its own renderings must have the
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+import paths
 import pytest
+from corpus import reading
 
 from ascend_serve.node import npu_smi as reader
 from ascend_serve.stack import npusmi
@@ -24,7 +25,7 @@ from ascend_sim import models
 from ascend_sim.devtools import hw
 from ascend_sim.devtools import npu_smi as sim
 
-CORPUS = Path(__file__).parents[1] / "data" / "corpus" / "npu-smi"
+CORPUS = paths.CORPUS / "npu-smi"
 SAMPLES = sorted(p.name.removesuffix(".expected.json") for p in CORPUS.glob("*.expected.json"))
 
 Reader = Callable[[str], dict[str, Any]]
@@ -45,8 +46,7 @@ def text(name: str) -> str:
 
 
 def expected(name: str) -> dict[str, Any]:
-    data: dict[str, Any] = json.loads((CORPUS / f"{name}.expected.json").read_text())
-    return data
+    return reading(CORPUS / f"{name}.txt")
 
 
 def read(name: str) -> dict[str, Any]:

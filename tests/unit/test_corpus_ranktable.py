@@ -13,21 +13,18 @@ import json
 from pathlib import Path
 from typing import Any
 
+import paths
 import pytest
+from corpus import reading
 from typer.testing import CliRunner
 
 from ascend_serve.cli.main import app
 from ascend_serve.network.ranktable import read, validate
 
-CORPUS = Path(__file__).resolve().parents[1] / "data" / "corpus" / "ranktable"
+CORPUS = paths.CORPUS / "ranktable"
 TABLES = sorted(p for p in CORPUS.glob("*.json") if not p.name.endswith(".expected.json"))
 ORIGINALS = sorted(CORPUS.glob("*.orig.jsonc"))
 runner = CliRunner()
-
-
-def _expected(sample: Path) -> dict[str, Any]:
-    return dict(json.loads(sample.with_name(
-        sample.name.rsplit(".", 1)[0] + ".expected.json").read_text(encoding="utf-8")))
 
 
 def _ip(value: Any) -> Any:
@@ -69,7 +66,7 @@ def test_the_corpus_is_there() -> None:
 @pytest.mark.parametrize("sample", TABLES, ids=[p.name for p in TABLES])
 def test_corpus_table_is_valid_and_read_right(sample: Path) -> None:
     table = json.loads(sample.read_text(encoding="utf-8"))
-    expected = _expected(sample)
+    expected = reading(sample)
     _reading_matches(table, expected)
     problems = validate(table)
     if expected.get("elided"):
@@ -91,7 +88,7 @@ def test_commented_originals_read_as_their_json(original: Path) -> None:
     """The doc's commented block is not JSON (the vendor: delete the comments before use); the
     ``.json`` next to it, with only the comment or '...' lines removed, reads the same."""
     cleaned = original.with_name(original.name.replace(".orig.jsonc", ".json"))
-    _reading_matches(json.loads(cleaned.read_text(encoding="utf-8")), _expected(original))
+    _reading_matches(json.loads(cleaned.read_text(encoding="utf-8")), reading(original))
     result = runner.invoke(app, ["ranktable", "validate", str(original)])
     assert result.exit_code == 2
     assert "is not JSON" in result.stderr

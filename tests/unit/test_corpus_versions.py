@@ -10,7 +10,6 @@ simulator writes has the key structure of a real file of the same family.
 from __future__ import annotations
 
 import importlib
-import json
 import os
 import platform
 import re
@@ -18,13 +17,15 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import paths
 import pytest
+from corpus import reading
 
 from ascend_serve.node import ascend_files
 from ascend_serve.node.ascend_files import AscendFileError
 from ascend_sim.devtools import installer
 
-CORPUS = Path(__file__).parents[1] / "data/corpus/versions"
+CORPUS = paths.CORPUS / "versions"
 SAMPLES = sorted(p.name[: -len(".txt")] for p in CORPUS.glob("*.txt"))
 MODULES = "ansible_collections.ascend_serve.fleet.plugins.modules"
 cann_facts = importlib.import_module(f"{MODULES}.cann_facts")
@@ -52,12 +53,11 @@ def _text(name: str) -> str:
 
 
 def _expected(name: str) -> dict[str, Any]:
-    data: dict[str, Any] = json.loads((CORPUS / f"{name}.expected.json").read_text("utf-8"))
-    return data
+    return reading(CORPUS / f"{name}.txt")
 
 
 def test_the_python_package_and_the_collection_share_one_file() -> None:
-    link = Path(__file__).parents[2] / "python/ascend_serve/node/ascend_files.py"
+    link = paths.ROOT / "python/ascend_serve/node/ascend_files.py"
     assert link.is_symlink() and not os.path.isabs(os.readlink(link))
     assert link.resolve() == Path(str(collection_files.__file__)).resolve()
 

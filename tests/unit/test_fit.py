@@ -74,31 +74,24 @@ DEEPSEEK_V2 = {**DEEPSEEK_V2_LITE, "hidden_size": 5120, "intermediate_size": 122
                "moe_intermediate_size": 1536, "num_hidden_layers": 60,
                "num_attention_heads": 128, "num_key_value_heads": 128, "n_routed_experts": 160,
                "q_lora_rank": 1536}
-QWEN_32B: dict[str, Any] = {
-    "model_type": "qwen2", "vocab_size": 152064, "hidden_size": 5120,
-    "intermediate_size": 27648, "num_hidden_layers": 64, "num_attention_heads": 40,
-    "num_key_value_heads": 8, "tie_word_embeddings": False,
-}
-QWEN_7B: dict[str, Any] = {
-    "model_type": "qwen2", "vocab_size": 152064, "hidden_size": 3584,
-    "intermediate_size": 18944, "num_hidden_layers": 28, "num_attention_heads": 28,
-    "num_key_value_heads": 4, "tie_word_embeddings": False,
-}
-QWEN_1_5B: dict[str, Any] = {
-    "model_type": "qwen2", "vocab_size": 151936, "hidden_size": 1536,
-    "intermediate_size": 8960, "num_hidden_layers": 28, "num_attention_heads": 12,
-    "num_key_value_heads": 2, "tie_word_embeddings": False,
-}
-LLAMA_8B: dict[str, Any] = {
-    "model_type": "llama", "vocab_size": 128256, "hidden_size": 4096,
-    "intermediate_size": 14336, "num_hidden_layers": 32, "num_attention_heads": 32,
-    "num_key_value_heads": 8, "tie_word_embeddings": False,
-}
-LLAMA_70B: dict[str, Any] = {
-    "model_type": "llama", "vocab_size": 128256, "hidden_size": 8192,
-    "intermediate_size": 28672, "num_hidden_layers": 80, "num_attention_heads": 64,
-    "num_key_value_heads": 8, "tie_word_embeddings": False,
-}
+
+
+def _dense(model_type: str, vocab: int, hidden: int, intermediate: int, layers: int, heads: int,
+           kv_heads: int) -> dict[str, Any]:
+    """A dense model's config.json: the fields fit reads."""
+    return {"model_type": model_type, "vocab_size": vocab, "hidden_size": hidden,
+            "intermediate_size": intermediate, "num_hidden_layers": layers,
+            "num_attention_heads": heads, "num_key_value_heads": kv_heads,
+            "tie_word_embeddings": False}
+
+
+# Dense models: type, vocabulary, hidden, intermediate, layers, attention heads, KV heads.
+QWEN_32B = _dense("qwen2", 152064, 5120, 27648, 64, 40, 8)
+QWEN_7B = _dense("qwen2", 152064, 3584, 18944, 28, 28, 4)
+QWEN_1_5B = _dense("qwen2", 151936, 1536, 8960, 28, 12, 2)
+LLAMA_8B = _dense("llama", 128256, 4096, 14336, 32, 32, 8)
+LLAMA_70B = _dense("llama", 128256, 8192, 28672, 80, 64, 8)
+
 # A tiny DeepSeek-V3: layer 0 dense, layers 1-2 MoE with 8 routed experts and 1 shared.
 TINY_V3: dict[str, Any] = {
     "model_type": "deepseek_v3", "vocab_size": 1000, "hidden_size": 64,

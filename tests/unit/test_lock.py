@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 import yaml
+from ansible_run import play_role
 from paths import DATA
 from typer.testing import CliRunner
 
@@ -29,9 +30,7 @@ from ascend_serve.stack.lock import (
 )
 from ascend_serve.stack.matrix import load_matrix, parse_matrix, resolve
 
-ROOT = Path(__file__).resolve().parents[2]
 LOCKS = DATA / "locks"
-BIN = Path(sys.executable).parent
 
 
 def _matrix_data() -> dict[str, Any]:
@@ -175,17 +174,9 @@ def test_filter_refuses_stale_and_unlocked_sets(tmp_path: Path) -> None:
 
 
 def _play(tmp_path: Path, role: str, variables: dict[str, Any]) -> subprocess.CompletedProcess[str]:
-    playbook = tmp_path / "play.yml"
-    playbook.write_text(yaml.safe_dump([{
-        "name": "Refuse before any change", "hosts": "localhost", "gather_facts": True,
-        "roles": [{"role": f"ascend_serve.fleet.{role}", "vars": variables}],
-    }]))
-    env = dict(os.environ, PY_COLORS="0", ANSIBLE_COLLECTIONS_PATH=str(ROOT / "collections"),
-               ANSIBLE_FORCE_COLOR="0", ANSIBLE_NOCOLOR="1")
-    return subprocess.run(
-        [str(BIN / "ansible-playbook"), "-i", "localhost,", "-c", "local",
-         "-e", f"ansible_python_interpreter={sys.executable}", str(playbook)],
-        cwd=ROOT, env=env, capture_output=True, text=True, check=False, timeout=180)
+    return play_role(tmp_path, role, variables,
+                     "-e", f"ansible_python_interpreter={sys.executable}",
+                     name="Refuse before any change", gather_facts=True, timeout=180)
 
 
 def test_python_env_refuses_a_stale_lock_before_any_change(tmp_path: Path) -> None:

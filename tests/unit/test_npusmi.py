@@ -536,23 +536,22 @@ def test_status_without_npu_smi_exit_2(
     assert "npu-smi" in result.stderr
 
 
-def test_status_npu_smi_fails_exit_3(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    fake_npu_smi(tmp_path, monkeypatch,
-                 "echo 'dcmi module initialize failed. ret is -8005' >&2; exit 1")
+@pytest.mark.parametrize(
+    ("script", "exit_code", "message"),
+    [
+        ("echo 'dcmi module initialize failed. ret is -8005' >&2; exit 1", 3, "ret is -8005"),
+        ("echo 'something else entirely'", 2, "cannot read the output"),
+    ],
+    ids=["npu-smi-fails-exit-3", "unreadable-output-exit-2"],
+)
+def test_status_npu_smi_errors(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, script: str,
+                               exit_code: int, message: str) -> None:
+    fake_npu_smi(tmp_path, monkeypatch, script)
 
     result = runner.invoke(npu_app, ["status"])
 
-    assert result.exit_code == 3
-    assert "ret is -8005" in result.stderr
-
-
-def test_status_unreadable_output_exit_2(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    fake_npu_smi(tmp_path, monkeypatch, "echo 'something else entirely'")
-
-    result = runner.invoke(npu_app, ["status"])
-
-    assert result.exit_code == 2
-    assert "cannot read the output" in result.stderr
+    assert result.exit_code == exit_code
+    assert message in result.stderr
 
 
 def test_status_against_the_simulated_npu_smi(

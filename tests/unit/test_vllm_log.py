@@ -22,17 +22,16 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import paths
 import pytest
+from corpus import reading
 
 from ascend_serve.node import vllm_log as reader
 
-ROOT = Path(__file__).resolve().parents[2]
-CORPUS = ROOT / "tests" / "data" / "corpus" / "vllm-log"
+CORPUS = paths.CORPUS / "vllm-log"
 SAMPLES = sorted(p.name.removesuffix(".expected.json") for p in CORPUS.glob("*.expected.json"))
-COLLECTIONS = ROOT / "collections"
-MODULE = (COLLECTIONS / "ansible_collections/ascend_serve/fleet/plugins/modules"
-          / "vllm_start_phase.py")
-VLLM_VENV = Path(os.environ.get("ASCEND_VLLM_VENV") or ROOT / ".cache" / "vllm-cpu-venv")
+MODULE = paths.COLLECTION / "plugins/modules/vllm_start_phase.py"
+VLLM_VENV = Path(os.environ.get("ASCEND_VLLM_VENV") or paths.ROOT / ".cache" / "vllm-cpu-venv")
 
 
 def text(name: str) -> str:
@@ -40,14 +39,13 @@ def text(name: str) -> str:
 
 
 def expected(name: str) -> dict[str, Any]:
-    data: dict[str, Any] = json.loads((CORPUS / f"{name}.expected.json").read_text("utf-8"))
-    return data
+    return reading(CORPUS / f"{name}.log")
 
 
 def test_the_python_package_and_the_collection_share_one_file() -> None:
-    link = ROOT / "python" / "ascend_serve" / "node" / "vllm_log.py"
+    link = paths.ROOT / "python" / "ascend_serve" / "node" / "vllm_log.py"
     assert link.is_symlink() and not os.path.isabs(os.readlink(link))
-    target = COLLECTIONS / "ansible_collections/ascend_serve/fleet/plugins/module_utils/vllm_log.py"
+    target = paths.COLLECTION / "plugins/module_utils/vllm_log.py"
     assert link.resolve() == target.resolve()
 
 
@@ -325,7 +323,7 @@ class Fakes:
     def run(self, **args: Any) -> dict[str, Any]:
         args_file = self.bin.parent / "args.json"
         args_file.write_text(json.dumps({"ANSIBLE_MODULE_ARGS": args}))
-        env = {**os.environ, "PYTHONPATH": str(COLLECTIONS),
+        env = {**os.environ, "PYTHONPATH": str(paths.COLLECTIONS),
                "PATH": f"{self.bin}:{os.environ['PATH']}"}
         proc = subprocess.run([sys.executable, str(MODULE), str(args_file)], capture_output=True,
                               text=True, check=False, env=env, timeout=120)

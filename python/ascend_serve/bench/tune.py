@@ -20,12 +20,14 @@ import contextlib
 import json
 import math
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 import yaml
 
+from ascend_serve.bench.report import write_json
+from ascend_serve.bench.runner import BenchConfig, BenchError, run_benchmark
 from ascend_serve.serving import launcher
 from ascend_serve.serving.nodecheck import ascend_set_env
 from ascend_serve.serving.profiles import Profile, ProfileError, load_raw, merge
@@ -134,6 +136,27 @@ def pick(trials: Sequence[Trial], objective: str = "output_throughput") -> Trial
 Serve = Callable[[Setting], contextlib.AbstractContextManager[str]]
 Measure = Callable[[str, Setting, int], Measurement]
 Notify = Callable[[str, Setting, int | None, str], None]
+
+
+def bench_measure(base: BenchConfig, trials_dir: Path) -> Measure:
+    """The real measurement: ``ascend-serve bench``'s run of ``base`` at the server's URL and
+    the trial's concurrency, its result kept as ``trials_dir/<setting>-c<concurrency>.json``."""
+
+    def measure(url: str, setting: Setting, concurrency: int) -> Measurement:
+        label = f"{setting.label}-c{concurrency}"
+        result = run_benchmark(replace(base, url=url, max_concurrency=concurrency, label=label))
+        if result.completed == 0:
+            raise BenchError(f"no request completed: {'; '.join(result.first_errors())}")
+        trials_dir.mkdir(parents=True, exist_ok=True)
+        path = write_json(trials_dir / f"{label}.json", result.to_json_dict())
+        verdict = result.verdict
+        return Measurement(
+            metrics=result.headline(), slo_ok=verdict is not None and verdict.passed,
+            slo_detail=[line for line in (verdict.lines() if verdict else [])
+                        if line.startswith("FAIL")],
+            telemetry=result.telemetry, result_file=str(path))
+
+    return measure
 
 
 def sweep(settings: Sequence[Setting], concurrencies: Sequence[int], serve: Serve,

@@ -39,28 +39,9 @@ from ascend_serve.cli.console import (
     err_console,
     fail,
 )
+from ascend_serve.cli.options import ApiEndpoint, NpuSmi, ServerUrl, json_option, positive_ints
 from ascend_serve.node.validate import DEFAULT_API_KEY_ENV, url_error
 from ascend_serve.stack import npusmi
-
-
-def positive_ints(text: str, option: str) -> list[int]:
-    """``"1,2,4"`` → ``[1, 2, 4]`` (duplicates dropped, order kept) for ``option``; raises
-    ``ValueError`` naming the option. Also used by ``tune`` for its sweep lists."""
-    values: list[int] = []
-    for part in (p.strip() for p in text.split(",")):
-        if not part:
-            continue
-        try:
-            value = int(part)
-        except ValueError as exc:
-            raise ValueError(f"{option} {part!r} is not a whole number") from exc
-        if value < 1:
-            raise ValueError(f"{option} must be at least 1, not {value}")
-        if value not in values:
-            values.append(value)
-    if not values:
-        raise ValueError(f"{option} needs at least one number (e.g. 8 or 1,2,4,8)")
-    return values
 
 
 def parse_concurrency(text: str | None) -> list[int | None]:
@@ -128,18 +109,13 @@ def _telemetry_line(r: BenchResult) -> str | None:
 
 
 def bench(
-    url: Annotated[
-        str,
-        typer.Argument(help="Server URL, e.g. http://127.0.0.1:8000 (a /v1 suffix is accepted)."),
-    ],
+    url: ServerUrl,
     model: Annotated[
         str | None,
         typer.Option("--model", "--served-name",
                      help="Served model name (default: the first of /v1/models)."),
     ] = None,
-    endpoint: Annotated[
-        str, typer.Option(help=f"API to load: {' or '.join(ENDPOINTS)}.")
-    ] = "completions",
+    endpoint: ApiEndpoint = "completions",
     concurrency: Annotated[
         str | None,
         typer.Option(help="Most requests in flight; a list (1,2,4,8) sweeps, one run each "
@@ -205,16 +181,14 @@ def bench(
         typer.Option(metavar="DIR", help="Write the JSON result, a markdown report and PNG "
                                          "plots here."),
     ] = None,
-    as_json: Annotated[bool, typer.Option("--json", help="Print the JSON result.")] = False,
+    as_json: Annotated[bool, json_option("Print the JSON result.")] = False,
     timeout: Annotated[
         float, typer.Option(help="Seconds to wait for any answer of a request.")
     ] = DEFAULT_TIMEOUT,
     telemetry: Annotated[
         bool, typer.Option(help="Sample this host's npu-smi while measuring (when found).")
     ] = True,
-    npu_smi: Annotated[
-        str | None, typer.Option(metavar="PATH", help="The npu-smi to sample.")
-    ] = None,
+    npu_smi: NpuSmi = None,
 ) -> None:
     """Benchmark a running OpenAI-compatible vLLM server with streaming requests.
 

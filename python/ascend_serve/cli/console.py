@@ -1,17 +1,25 @@
-"""Terminal output and exit codes shared by every ``ascend-serve`` subcommand."""
+"""Terminal output shared by every ``ascend-serve`` subcommand, and the exit codes
+(:mod:`ascend_serve.exitcodes`) they raise."""
 
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 
 import typer
 from rich.console import Console
 from rich.markup import escape
 
-# Exit codes of every subcommand: 0 success, 1 a check failed (the thing checked is not right),
-# 2 bad usage or unreadable input (nothing was checked), 3 the operation itself failed
-# (a server that died while starting, a timeout).
-EXIT_OK, EXIT_CHECK_FAILED, EXIT_BAD_INPUT, EXIT_FAILED = 0, 1, 2, 3
+from ascend_serve.exitcodes import (
+    EXIT_BAD_INPUT,
+    EXIT_CANCELED,
+    EXIT_CHECK_FAILED,
+    EXIT_FAILED,
+    EXIT_OK,
+)
+
+__all__ = ["EXIT_BAD_INPUT", "EXIT_CANCELED", "EXIT_CHECK_FAILED", "EXIT_FAILED", "EXIT_OK",
+           "console", "err_console", "fail", "read_input"]
 
 # Wide output when piped (reports, CI logs); the terminal's width otherwise.
 console = Console(width=None if sys.stdout.isatty() else 160)
@@ -22,3 +30,13 @@ def fail(message: str, code: int = EXIT_BAD_INPUT) -> typer.Exit:
     """Print ``message`` in red on stderr and return the ``typer.Exit`` to raise."""
     err_console.print(f"[red]{escape(message)}[/red]", highlight=False)
     return typer.Exit(code)
+
+
+def read_input(file: str) -> str:
+    """The text of ``file``, or of standard input for ``-``; unreadable: :func:`fail` (exit 2)."""
+    try:
+        return sys.stdin.read() if file == "-" else Path(file).read_text(encoding="utf-8")
+    except OSError as exc:
+        raise fail(f"cannot read {file}: {exc.strerror or exc}") from exc
+    except UnicodeDecodeError as exc:
+        raise fail(f"cannot read {file}: {exc}") from exc

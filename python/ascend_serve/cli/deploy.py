@@ -9,7 +9,6 @@ import sys
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
-from pathlib import Path
 from types import FrameType
 from typing import Annotated, Any
 
@@ -29,6 +28,7 @@ from rich.table import Table
 from rich.text import Text
 
 from ascend_serve.cli.console import console, err_console, fail
+from ascend_serve.cli.options import Inventory, Limit, RunDir, json_option
 from ascend_serve.fleet import deploy as d
 
 _STATUS_STYLE = {"ok": "green", "changed": "yellow", "failed": "red", "unreachable": "red",
@@ -222,19 +222,12 @@ def _print_summary(result: d.DeployResult, recap: bool) -> None:
 def deploy(
     playbook: Annotated[
         str,
-        typer.Argument(help="site.yml (default), a playbook of the project by name (network → "
-                            "playbooks/network.yml), or a path."),
+        typer.Argument(help="site.yml (default: the project's, else the collection's), a "
+                            "playbook of the ascend_serve.fleet collection by name (network or "
+                            "ascend_serve.fleet.network), or a path."),
     ] = d.DEFAULT_PLAYBOOK,
-    inventory: Annotated[
-        list[str] | None,
-        typer.Option("-i", "--inventory", metavar="INVENTORY",
-                     help="Inventory file or directory; repeatable (default: the project's "
-                          "inventories/local/hosts.yml)."),
-    ] = None,
-    limit: Annotated[
-        str | None, typer.Option("-l", "--limit", metavar="PATTERN",
-                                 help="Only these hosts (Ansible's --limit).")
-    ] = None,
+    inventory: Inventory = None,
+    limit: Limit = None,
     tags: Annotated[
         list[str] | None, typer.Option("-t", "--tags", help="Only tasks with these tags; "
                                                           "repeatable or comma-separated.")
@@ -264,20 +257,13 @@ def deploy(
         int | None, typer.Option("-f", "--forks", min=1,
                                  help="Parallel hosts (default: ansible.cfg's).")
     ] = None,
-    run_dir: Annotated[
-        Path | None,
-        typer.Option("--run-dir", metavar="DIR",
-                     help="Where to keep this run's event log and artifacts (new or empty; "
-                          "default .ascend-serve/runs/<UTC time>-<playbook>)."),
-    ] = None,
+    run_dir: RunDir = None,
     quiet: Annotated[
         bool, typer.Option("--quiet", "-q", help="One line per finished task per host instead "
                                                  "of the live display (the default when the "
                                                  "output is not a terminal).")
     ] = False,
-    as_json: Annotated[
-        bool, typer.Option("--json", help="Print only the run's summary as JSON.")
-    ] = False,
+    as_json: Annotated[bool, json_option("Print only the run's summary as JSON.")] = False,
 ) -> None:
     """Run site.yml (or one playbook) with ansible-runner; exit 0 all hosts ok, 1 a host failed
     or was unreachable, 2 bad input, 3 ansible-playbook itself failed, 130 cancelled."""

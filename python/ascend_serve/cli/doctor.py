@@ -12,6 +12,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from ascend_serve.cli.console import EXIT_BAD_INPUT, console, err_console, fail
+from ascend_serve.cli.options import JsonFlag
 from ascend_serve.doctor.diagnose import (
     Context,
     HostResult,
@@ -81,7 +82,7 @@ def doctor(
                             "machine (same as --local).", show_default=False),
     ] = None,
     local: Annotated[bool, typer.Option("--local", help="Examine this machine.")] = False,
-    as_json: Annotated[bool, typer.Option("--json", help="Print JSON for machines.")] = False,
+    as_json: JsonFlag = False,
     bundle: Annotated[
         Path | None,
         typer.Option("--bundle", help="Write a support tarball (FILE.tar.gz) of everything "

@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
-from typing import Annotated
 
 import typer
 from rich.markup import escape
 from rich.table import Table
 
 from ascend_serve.cli.console import EXIT_CHECK_FAILED, EXIT_FAILED, EXIT_OK, console, fail
+from ascend_serve.cli.options import Inventory, JsonFlag, Limit, RunDir
 from ascend_serve.fleet.deploy import DeployInputError, new_run_dir, prepare
 from ascend_serve.fleet.status import collect, fleet_problems
 
@@ -26,14 +25,10 @@ def _dash(value: object) -> str:
 
 @fleet_app.command("status")
 def status(
-    inventory: Annotated[list[str] | None, typer.Option(
-        "-i", "--inventory", help="Inventory (repeatable; default inventories/local/hosts.yml)."
-    )] = None,
-    limit: Annotated[str | None, typer.Option("-l", "--limit", help="Host pattern.")] = None,
-    run_dir: Annotated[Path | None, typer.Option(
-        help="Where the run's events go (default .ascend-serve/runs/<time>-fleet_status).")
-    ] = None,
-    as_json: Annotated[bool, typer.Option("--json", help="Print JSON for machines.")] = False,
+    inventory: Inventory = None,
+    limit: Limit = None,
+    run_dir: RunDir = None,
+    as_json: JsonFlag = False,
 ) -> None:
     """Per host: version set, driver, firmware, CANN, serving environment, reboot pending,
     serving profile and unit state (read-only: playbooks/fleet_status.yml).

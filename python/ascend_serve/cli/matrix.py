@@ -11,6 +11,7 @@ import typer
 from rich.table import Table
 
 from ascend_serve.cli.console import EXIT_CHECK_FAILED, console, err_console, fail
+from ascend_serve.cli.options import JsonFlag
 from ascend_serve.stack.lock import (
     PYPI_SIMPLE,
     LockError,
@@ -32,7 +33,6 @@ matrix_app = typer.Typer(
 MatrixFile = Annotated[
     Path | None, typer.Option("--file", help="Matrix file (default: stack-matrix.yml).")
 ]
-JsonFlag = Annotated[bool, typer.Option("--json", help="Print JSON for machines.")]
 
 
 def _parse_pairs(values: list[str], option: str, what: str) -> dict[str, str]:

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import json
-import shutil
-import tempfile
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -24,6 +22,7 @@ from rich.progress import (
 from rich.table import Table
 
 from ascend_serve.cli.console import EXIT_CHECK_FAILED, EXIT_OK, console, err_console, fail
+from ascend_serve.cli.options import JsonFlag
 from ascend_serve.serving.manifest import (
     Manifest,
     ManifestError,
@@ -35,14 +34,16 @@ from ascend_serve.serving.manifest import (
     verify,
     write,
 )
-from ascend_serve.serving.tiny_model import ARCHS, MissingDependencyError, build_tiny_model
+from ascend_serve.serving.tiny_model import (
+    ARCHS,
+    MissingDependencyError,
+    build_tiny_model_in_place,
+)
 
 model_app = typer.Typer(
     help="Tiny test models and model manifests (SHA-256 of every file of a model directory).",
     no_args_is_help=True,
 )
-
-
 
 
 def _human(size: int) -> str:
@@ -94,7 +95,7 @@ def make_tiny(
     force: Annotated[
         bool, typer.Option("--force", help="Replace a non-empty OUT.")
     ] = False,
-    as_json: Annotated[bool, typer.Option("--json", help="Print JSON for machines.")] = False,
+    as_json: JsonFlag = False,
 ) -> None:
     """Build a tiny random model (real architecture, DeepSeek tokens and R1 chat template).
 
@@ -106,27 +107,16 @@ def make_tiny(
         raise fail(f"{out} exists and is not a directory")
     if _is_nonempty_dir(out) and not force:
         raise fail(f"{out} is not empty; pass --force to replace it")
-    out.parent.mkdir(parents=True, exist_ok=True)
-    # Build beside OUT and move it in place at the end: never a half-built OUT.
-    scratch = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
     started = time.monotonic()
     try:
         with err_console.status(f"building tiny {arch} model", spinner="dots"):
-            info = build_tiny_model(arch, scratch, seed=seed, name=name)
-        if _is_nonempty_dir(out):  # --force
-            shutil.rmtree(out)
-        elif out.exists():
-            out.rmdir()
-        scratch.rename(out)
+            info = build_tiny_model_in_place(arch, out, seed=seed, name=name)
     except MissingDependencyError as exc:
         raise fail(str(exc)) from exc
     except OSError as exc:
         raise fail(f"cannot write the tiny {arch} model to {out}: {exc}") from exc
     except (ManifestError, ValueError) as exc:
         raise fail(f"building the tiny {arch} model failed: {exc}", EXIT_CHECK_FAILED) from exc
-    finally:
-        if scratch.exists():
-            shutil.rmtree(scratch, ignore_errors=True)
     seconds = time.monotonic() - started
     result = {
         **_summary(info.manifest, out),
@@ -156,7 +146,7 @@ def manifest_command(
         str | None,
         typer.Option(help="Model name (default: the current manifest's, else the folder's)."),
     ] = None,
-    as_json: Annotated[bool, typer.Option("--json", help="Print JSON for machines.")] = False,
+    as_json: JsonFlag = False,
 ) -> None:
     """Hash every file of a model directory into its ascend-serve-manifest.json."""
     if not directory.is_dir():
@@ -186,7 +176,7 @@ def manifest_command(
 @model_app.command("verify")
 def verify_command(
     directory: Annotated[Path, typer.Argument(help="Model directory with a manifest.")],
-    as_json: Annotated[bool, typer.Option("--json", help="Print JSON for machines.")] = False,
+    as_json: JsonFlag = False,
 ) -> None:
     """Check every file of a model directory against its manifest; exit 1 on a difference."""
     if not directory.is_dir():

@@ -1,6 +1,6 @@
 """``ascend-serve npu``: read ``npu-smi info`` tables, from a file or from this node.
 
-Exit codes (see :mod:`ascend_serve.cli.console`): 0 every chip is OK, 1 some chip is not OK (or the
+Exit codes (see :mod:`ascend_serve.exitcodes`): 0 every chip is OK, 1 some chip is not OK (or the
 table lists no chip), 2 the input cannot be read or parsed (or npu-smi is not found), 3 npu-smi
 itself failed (non-zero exit, timeout).
 """
@@ -8,10 +8,8 @@ itself failed (non-zero exit, timeout).
 from __future__ import annotations
 
 import json
-import sys
 import time
 from datetime import datetime
-from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -28,7 +26,9 @@ from ascend_serve.cli.console import (
     EXIT_OK,
     console,
     fail,
+    read_input,
 )
+from ascend_serve.cli.options import NpuSmi, json_option
 from ascend_serve.stack.npusmi import (
     DEFAULT_NPU_SMI,
     NPU_SMI_TIMEOUT_S,
@@ -128,20 +128,13 @@ def _json(chips: list[Chip]) -> str:
     return json.dumps([c.model_dump() for c in chips], indent=2)
 
 
-def _read(file: str) -> str:
-    try:
-        return sys.stdin.read() if file == "-" else Path(file).read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise fail(f"cannot read {file}: {exc}") from exc
-
-
 @npu_app.command("parse")
 def parse_command(
     file: Annotated[str, typer.Argument(help="Saved 'npu-smi info' output, or - for stdin.")],
-    as_json: Annotated[bool, typer.Option("--json", help="Print a JSON list of chips.")] = False,
+    as_json: Annotated[bool, json_option("Print a JSON list of chips.")] = False,
 ) -> None:
     """Show the chips of a saved 'npu-smi info' table; exit 1 when a chip is not OK."""
-    text = _read(file)
+    text = read_input(file)
     try:
         chips = parse_info(text)
     except NpuSmiParseError as exc:
@@ -210,15 +203,12 @@ def _watch(npu_smi: str, seconds: float) -> int:
 
 @npu_app.command("status")
 def status_command(
-    npu_smi: Annotated[str | None, typer.Option(
-        "--npu-smi", metavar="PATH",
-        help=f"npu-smi to run (default: npu-smi on PATH, else {DEFAULT_NPU_SMI}).",
-    )] = None,
+    npu_smi: NpuSmi = None,
     watch: Annotated[float | None, typer.Option(
         "--watch", min=0.1, metavar="SECONDS",
         help="Refresh the table every SECONDS until Ctrl-C.",
     )] = None,
-    as_json: Annotated[bool, typer.Option("--json", help="Print one sample as JSON.")] = False,
+    as_json: Annotated[bool, json_option("Print one sample as JSON.")] = False,
 ) -> None:
     """Run 'npu-smi info' on this node and show its chips; exit 1 when a chip is not OK."""
     if watch is not None and as_json:

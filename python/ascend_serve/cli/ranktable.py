@@ -4,7 +4,6 @@ table), or generate one from a plan."""
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -13,7 +12,15 @@ import yaml
 from rich.markup import escape
 from rich.table import Table
 
-from ascend_serve.cli.console import EXIT_CHECK_FAILED, EXIT_OK, console, err_console, fail
+from ascend_serve.cli.console import (
+    EXIT_CHECK_FAILED,
+    EXIT_OK,
+    console,
+    err_console,
+    fail,
+    read_input,
+)
+from ascend_serve.cli.options import JsonFlag
 from ascend_serve.network.netplan import NetPlanError, plan
 from ascend_serve.network.ranktable import (
     Problem,
@@ -32,13 +39,6 @@ ranktable_app = typer.Typer(
 )
 
 
-def _read(file: str) -> str:
-    try:
-        return sys.stdin.read() if file == "-" else Path(file).read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise fail(f"cannot read {file}: {exc}") from exc
-
-
 def _problem_table(title: str, problems: list[Problem]) -> Table:
     table = Table(title=escape(title))
     table.add_column("path", overflow="fold")
@@ -51,10 +51,10 @@ def _problem_table(title: str, problems: list[Problem]) -> Table:
 @ranktable_app.command("validate")
 def validate_command(
     file: Annotated[str, typer.Argument(help="Rank table JSON file, or - for standard input.")],
-    as_json: Annotated[bool, typer.Option("--json", help="Print JSON for machines.")] = False,
+    as_json: JsonFlag = False,
 ) -> None:
     """Check a rank table against the schema and the cross-field rules; exit 1 when invalid."""
-    text = _read(file)
+    text = read_input(file)
     try:
         table = json.loads(text)
     except json.JSONDecodeError as exc:
@@ -100,13 +100,13 @@ def generate_command(
         "devices of the plan (hosts in order, devices by id) prefill."))] = None,
     decode: Annotated[int | None, typer.Option(help=(
         "With --prefill: the next N devices decode."))] = None,
-    as_json: Annotated[bool, typer.Option("--json", help="Print JSON for machines.")] = False,
+    as_json: JsonFlag = False,
 ) -> None:
     """Build the rank table of a plan; exit 1 when the plan is inconsistent."""
     if (prefill is None) != (decode is None):
         raise fail("--prefill and --decode go together (a prefill/decode table needs both)")
     try:
-        data = yaml.safe_load(_read(str(plan_file)))
+        data = yaml.safe_load(read_input(str(plan_file)))
     except yaml.YAMLError as exc:
         raise fail(f"{plan_file} is not YAML: {exc}") from exc
     if not isinstance(data, dict) or not isinstance(data.get("servers"), dict):

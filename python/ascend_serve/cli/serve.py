@@ -1,9 +1,8 @@
-"""``ascend-serve serve`` and ``ascend-serve profiles``: start vLLM from a named profile."""
+"""``ascend-serve serve``: start vLLM from a named serving profile on this node."""
 
 from __future__ import annotations
 
 import json
-import os
 import signal
 import sys
 from pathlib import Path
@@ -23,36 +22,33 @@ from ascend_serve.cli.console import (
     err_console,
     fail,
 )
+from ascend_serve.cli.options import (
+    HealthTimeout,
+    ListenHost,
+    ListenPort,
+    ModelDir,
+    NpuSmi,
+    ProfileFiles,
+    ProfileName,
+    ProfileSet,
+    ServingEnv,
+    json_option,
+)
 from ascend_serve.node.vllm_log import PHASES_TOTAL, describe
 from ascend_serve.serving import launcher
-from ascend_serve.serving.fit import FitError, NotEstimableError
+from ascend_serve.serving.fit import FitError
 from ascend_serve.serving.nodecheck import (
     NO_SERVING_ENV,
     Finding,
     ascend_set_env,
-    check_fit,
-    check_model,
-    check_npus,
-    check_set,
-    check_set_env,
-    check_versions,
     fit_report,
+    node_findings,
     read_env_fact,
     serving_env,
 )
-from ascend_serve.serving.profiles import (
-    Profile,
-    ProfileError,
-    load_profiles,
-    parse_assignments,
-    with_extra_files,
-)
-from ascend_serve.serving.profiles import resolve as resolve_profile
+from ascend_serve.serving.profiles import ProfileError, resolve_options
 from ascend_serve.serving.server import ServerError, ServerProcess, last_line, log_tail
-from ascend_serve.stack.matrix import MatrixError, load_matrix, resolve
-
-profiles_app = typer.Typer(help="Named serving profiles (serving-profiles.yml).",
-                           no_args_is_help=True)
+from ascend_serve.stack.matrix import MatrixError
 
 
 class _StopRequestedError(Exception):
@@ -61,24 +57,6 @@ class _StopRequestedError(Exception):
 
 def _on_signal(signum: int, frame: FrameType | None) -> None:
     raise _StopRequestedError(signal.Signals(signum).name)
-
-
-def _state_dir(profile: str) -> Path:
-    base = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
-    return Path(base) / "ascend-serve" / profile
-
-
-def _load(name: str, assignments: list[str], files: list[Path], host: str | None,
-          port: int | None) -> Profile:
-    try:
-        overrides = parse_assignments(assignments)
-        if host is not None:
-            overrides["host"] = host
-        if port is not None:
-            overrides["port"] = port
-        return resolve_profile(name, overrides, with_extra_files(files))
-    except ProfileError as exc:
-        raise fail(str(exc)) from exc
 
 
 def _findings_table(findings: list[Finding]) -> Table:
@@ -92,81 +70,14 @@ def _findings_table(findings: list[Finding]) -> Table:
     return table
 
 
-@profiles_app.command("list")
-def list_profiles(
-    profile_files: Annotated[list[Path] | None, typer.Option(
-        "--profiles", help="Extra profile file(s), read after serving-profiles.yml.")] = None,
-    as_json: Annotated[bool, typer.Option("--json", help="Print JSON for machines.")] = False,
-) -> None:
-    """List the serving profiles."""
-    try:
-        profiles = load_profiles(with_extra_files(profile_files))
-    except ProfileError as exc:
-        raise fail(str(exc)) from exc
-    if as_json:
-        typer.echo(json.dumps([p.as_dict() for p in profiles.values()], indent=2))
-        raise typer.Exit(EXIT_OK)
-    table = Table(title="serving profiles")
-    for col in ("name", "model", "chips", "layout", "vllm-ascend", "tutorial"):
-        table.add_column(col, overflow="fold")
-    for p in profiles.values():
-        par = p.parallel
-        layout = f"TP{par.tensor}" + (f" DP{par.data}" if par.data > 1 else "") + (
-            " EP" if par.expert else "")
-        chips = (f"{p.nodes} x {p.chips_per_node} {p.chip}" if p.device == "npu"
-                 else f"{p.nodes} x cpu" if p.nodes > 1 else "cpu")
-        tutorial = (f"{p.tutorial.path.rsplit('/', 1)[-1]} @{p.tutorial.tag}" if p.tutorial
-                    else "")
-        table.add_row(p.name, p.model.served_name, chips, layout,
-                      f">= {p.min_vllm_ascend}" if p.min_vllm_ascend else "", tutorial)
-    console.print(table)
-
-
-@profiles_app.command("show")
-def show_profile(
-    name: Annotated[str, typer.Argument(help="Profile name.")],
-    assignments: Annotated[list[str] | None, typer.Option(
-        "--set", help="Override a field, FIELD=VALUE (YAML value); repeatable.")] = None,
-    profile_files: Annotated[list[Path] | None, typer.Option(
-        "--profiles", help="Extra profile file(s).")] = None,
-    model_dir: Annotated[Path | None, typer.Option(
-        help="Model directory whose config.json the fit estimate reads.")] = None,
-) -> None:
-    """Print a resolved profile (its tutorial and differences from it included) and its memory
-    fit estimate as JSON; ``fit`` is null when nothing can be estimated, with ``fit_note`` saying
-    why (no config.json known, or an architecture the estimate does not model)."""
-    profile = _load(name, assignments or [], profile_files or [], None, None)
-    note = None
-    try:
-        report = fit_report(profile, model_dir)
-    except NotEstimableError as exc:
-        report, note = None, str(exc)
-    except FitError as exc:
-        raise fail(str(exc)) from exc
-    if report is None and note is None:
-        note = "no config.json known for this model: not estimated"
-    typer.echo(json.dumps({"profile": profile.as_dict(),
-                           "tutorial_url": profile.tutorial.url if profile.tutorial else None,
-                           "fit": report.model_dump() if report else None, "fit_note": note},
-                          indent=2))
-    raise typer.Exit(EXIT_OK if report is None or report.fits else EXIT_CHECK_FAILED)
-
-
 def serve(
-    name: Annotated[str, typer.Argument(help="Serving profile (ascend-serve profiles list).")],
-    model_dir: Annotated[Path | None, typer.Option(
-        help="Model directory (default /var/lib/ascend-serve/models/<profile's model name>).")
-    ] = None,
-    assignments: Annotated[list[str] | None, typer.Option(
-        "--set", help="Override a profile field, FIELD=VALUE (YAML value), e.g. "
-        "vllm.max-model-len=8192 or parallel.tensor=8; repeatable.")] = None,
-    profile_files: Annotated[list[Path] | None, typer.Option(
-        "--profiles", help="Extra profile file(s), read after serving-profiles.yml.")] = None,
-    host: Annotated[str | None, typer.Option(help="Listen address (profile's host).")] = None,
-    port: Annotated[int | None, typer.Option(min=1, max=65535, help="Listen port.")] = None,
-    venv: Annotated[Path | None, typer.Option(
-        help="The serving environment (default: the python_env role's, from its local fact).")
-    ] = None,
+    name: ProfileName,
+    model_dir: ModelDir = None,
+    assignments: ProfileSet = None,
+    profile_files: ProfileFiles = None,
+    host: ListenHost = None,
+    port: ListenPort = None,
+    venv: ServingEnv = None,
     stack_set: Annotated[str | None, typer.Option(
         help="Version set the environment must hold (default: the local fact's).")] = None,
     node_rank: Annotated[int, typer.Option(
@@ -185,7 +96,7 @@ def serve(
     run_dir: Annotated[Path | None, typer.Option(
         help="Where the launcher, the log and vLLM's caches go "
         "(default $XDG_STATE_HOME/ascend-serve/<profile>).")] = None,
-    npu_smi: Annotated[str | None, typer.Option(help="npu-smi to ask for chip health.")] = None,
+    npu_smi: NpuSmi = None,
     dry_run: Annotated[bool, typer.Option(
         "--dry-run", help="Print the command and the launcher, start nothing.")] = False,
     skip_checks: Annotated[bool, typer.Option(
@@ -194,11 +105,9 @@ def serve(
     check_hashes: Annotated[bool, typer.Option(
         help="Check the model's SHA-256 against its manifest too (slow for big models).")
     ] = False,
-    timeout: Annotated[int | None, typer.Option(
-        min=1, help="Seconds to wait for /health (default: the profile's health_timeout_s).")
-    ] = None,
-    as_json: Annotated[bool, typer.Option(
-        "--json", help="Machine output: the plan (dry run) or one JSON line per event.")] = False,
+    timeout: HealthTimeout = None,
+    as_json: Annotated[bool, json_option(
+        "Machine output: the plan (dry run) or one JSON line per event.")] = False,
 ) -> None:
     """Start vLLM from a serving profile: check the node, render the launcher, wait for /health.
 
@@ -212,7 +121,10 @@ def serve(
     cache, graph capture, engine ready, API server, startup complete); ``--json`` prints one
     ``phase`` event per phase reached.
     """
-    profile = _load(name, assignments or [], profile_files or [], host, port)
+    try:
+        profile = resolve_options(name, assignments or [], profile_files, host=host, port=port)
+    except ProfileError as exc:
+        raise fail(str(exc)) from exc
     if node_rank >= profile.nodes:
         raise fail(f"--node-rank {node_rank}: profile {name} runs on {profile.nodes} node(s)")
     if profile.nodes > 1 and not head_address:
@@ -222,7 +134,7 @@ def serve(
     if env_dir is None:
         raise fail(NO_SERVING_ENV)
     model = (model_dir or launcher.DEFAULT_MODELS_DIR / profile.model.name).absolute()
-    state = (run_dir or _state_dir(profile.name)).absolute()
+    state = (run_dir or launcher.default_state_dir(profile.name)).absolute()
     scripts = list(set_env) if set_env is not None else (
         ascend_set_env() if profile.device == "npu" else [])
     api_key: str | None = None
@@ -266,22 +178,13 @@ def serve(
             sys.stdout.flush()
 
     if not skip_checks:
-        findings = [check_fit(profile, model if model.is_dir() else None),
-                    check_model(model, hashes=check_hashes)]
-        if profile.device == "npu":
-            findings += [check_npus(profile, npu_smi), check_set_env(scripts)]
         set_name = stack_set or (fact or {}).get("stack_set")
-        if set_name:
-            try:
-                matrix = load_matrix()
-                stack = resolve(matrix, str(set_name))
-            except MatrixError as exc:
-                raise fail(str(exc)) from exc
-            findings.append(check_set(profile, stack, matrix))
-            findings.append(check_versions(env_dir / "bin" / "python", stack))
-        else:
-            findings.append(Finding("versions", False, "no version set to check against: pass "
-                                    "--stack-set (or run the python_env role)"))
+        try:
+            findings = node_findings(profile, model_dir=model, env_dir=env_dir, set_env=scripts,
+                                     stack_set=str(set_name) if set_name else None,
+                                     npu_smi=npu_smi, hashes=check_hashes)
+        except MatrixError as exc:
+            raise fail(str(exc)) from exc
         emit("checks", checks=[f.as_dict() for f in findings])
         if not as_json:
             err_console.print(_findings_table(findings))

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-from dataclasses import replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Annotated, Any
@@ -13,22 +12,20 @@ from rich.markup import escape
 from rich.table import Table
 
 from ascend_serve.bench import slo as slos
-from ascend_serve.bench.report import write_json
-from ascend_serve.bench.runner import BenchConfig, BenchConfigError, BenchError, run_benchmark
+from ascend_serve.bench.runner import BenchConfig, BenchConfigError
 from ascend_serve.bench.tune import (
     OBJECTIVES,
-    Measurement,
     ProfileServer,
     Setting,
     Trial,
     TuneError,
+    bench_measure,
     grid,
     pick,
     sweep,
     tuned_profile,
     write_outputs,
 )
-from ascend_serve.cli.bench import positive_ints
 from ascend_serve.cli.console import (
     EXIT_CHECK_FAILED,
     EXIT_FAILED,
@@ -37,19 +34,25 @@ from ascend_serve.cli.console import (
     err_console,
     fail,
 )
+from ascend_serve.cli.options import (
+    ApiEndpoint,
+    HealthTimeout,
+    ListenHost,
+    ListenPort,
+    ModelDir,
+    NpuSmi,
+    ProfileFiles,
+    ProfileName,
+    ProfileSet,
+    ServingEnv,
+    int_list,
+)
 from ascend_serve.serving.launcher import DEFAULT_MODELS_DIR
 from ascend_serve.serving.nodecheck import NO_SERVING_ENV, read_env_fact, serving_env
 from ascend_serve.serving.profiles import ProfileError, parse_assignments, with_extra_files
 from ascend_serve.serving.profiles import resolve as resolve_profile
 
 DEFAULT_SLO = {"cpu": "tiny-cpu", "npu": "interactive"}
-
-
-def _ints(text: str, option: str) -> list[int]:
-    try:
-        return positive_ints(text, option)
-    except ValueError as exc:
-        raise fail(str(exc)) from exc
 
 
 def _table(trials: list[Trial], winner: Trial | None, objective: str) -> Table:
@@ -76,7 +79,7 @@ def _table(trials: list[Trial], winner: Trial | None, objective: str) -> Table:
 
 
 def tune(
-    name: Annotated[str, typer.Argument(help="Serving profile (ascend-serve profiles list).")],
+    name: ProfileName,
     max_num_seqs: Annotated[str | None, typer.Option(
         help="max-num-seqs values to try, e.g. 8,16,32 (default: the profile's value, its "
         "half and its double).")] = None,
@@ -93,40 +96,32 @@ def tune(
     num_prompts: Annotated[int, typer.Option(min=1, help="Measured requests per trial.")] = 32,
     input_len: Annotated[int, typer.Option(min=1, help="Prompt tokens.")] = 64,
     output_len: Annotated[int, typer.Option(min=1, help="Output tokens.")] = 32,
-    endpoint: Annotated[str, typer.Option(help="completions or chat.")] = "completions",
+    endpoint: ApiEndpoint = "completions",
     warmup: Annotated[int, typer.Option(min=0, help="Warm-up requests per trial.")] = 1,
-    model_dir: Annotated[Path | None, typer.Option(
-        help="Model directory (default /var/lib/ascend-serve/models/<profile's model>).")
-    ] = None,
-    venv: Annotated[Path | None, typer.Option(
-        help="The serving environment (default: the python_env role's, from its local fact).")
-    ] = None,
-    assignments: Annotated[list[str] | None, typer.Option(
-        "--set", help="Override a profile field, FIELD=VALUE (kept in the tuned profile).")
-    ] = None,
-    profile_files: Annotated[list[Path] | None, typer.Option(
-        "--profiles", help="Extra profile file(s), read after serving-profiles.yml.")] = None,
-    host: Annotated[str | None, typer.Option(help="Listen address (profile's host).")] = None,
-    port: Annotated[int | None, typer.Option(min=1, max=65535, help="Listen port.")] = None,
+    model_dir: ModelDir = None,
+    venv: ServingEnv = None,
+    assignments: ProfileSet = None,
+    profile_files: ProfileFiles = None,
+    host: ListenHost = None,
+    port: ListenPort = None,
     cards: Annotated[int, typer.Option(
         min=1, help="NPU cards serving (per-card SLO targets).")] = 1,
     telemetry: Annotated[bool, typer.Option(
         help="Sample npu-smi during each trial (power, AICore, HBM; tokens per joule).")
     ] = True,
-    npu_smi: Annotated[str | None, typer.Option(help="npu-smi to sample.")] = None,
+    npu_smi: NpuSmi = None,
     out: Annotated[Path | None, typer.Option(
         help="Report directory (default ./tune-<profile>-<UTC time>).")] = None,
-    timeout: Annotated[int | None, typer.Option(
-        min=1, help="Seconds to wait for /health per setting (default: the profile's).")
-    ] = None,
+    timeout: HealthTimeout = None,
 ) -> None:
     """Find the batch settings with the highest throughput that meets an SLO, by experiment.
 
     For each setting (max-num-seqs x max-num-batched-tokens) the server is started from the
     profile's launcher, benchmarked at each client concurrency, then stopped. Writes tune.json,
     tune.md, a profile file <profile>-tuned.yml (use with --profiles) and
-    inventory-overrides.yml (vllm_service_overrides). Exit codes: 0 a winner, 1 no setting met
-    the SLO, 2 bad arguments, 3 no setting could be measured.
+    inventory-overrides.yml (vllm_service_overrides); --set overrides are kept in the tuned
+    profile, --host and --port are not. Exit codes: 0 a winner, 1 no setting met the SLO, 2 bad
+    arguments, 3 no setting could be measured.
     """
     try:
         kept: dict[str, Any] = parse_assignments(assignments or [])  # go into the tuned profile
@@ -144,11 +139,11 @@ def tune(
     seqs_default = int(profile.vllm.get("max-num-seqs", 16))
     try:
         settings = grid(
-            _ints(max_num_seqs, "--max-num-seqs") if max_num_seqs is not None
+            int_list(max_num_seqs, "--max-num-seqs") if max_num_seqs is not None
             else sorted({max(1, seqs_default // 2), seqs_default, seqs_default * 2}),
-            _ints(max_num_batched_tokens, "--max-num-batched-tokens")
+            int_list(max_num_batched_tokens, "--max-num-batched-tokens")
             if max_num_batched_tokens.strip() else [])
-        concurrencies = _ints(concurrency, "--concurrency")
+        concurrencies = int_list(concurrency, "--concurrency")
         pick([], objective)  # checks the objective's name
         target = slos.resolve(slo or [DEFAULT_SLO[profile.device]])
     except (TuneError, slos.SloError) as exc:
@@ -176,20 +171,6 @@ def tune(
     except BenchConfigError as exc:
         raise fail(str(exc)) from exc
 
-    def measure(url: str, setting: Setting, concurrency: int) -> Measurement:
-        label = f"{setting.label}-c{concurrency}"
-        result = run_benchmark(replace(base, url=url, max_concurrency=concurrency, label=label))
-        if result.completed == 0:
-            raise BenchError(f"no request completed: {'; '.join(result.first_errors())}")
-        (out_dir / "trials").mkdir(parents=True, exist_ok=True)
-        path = write_json(out_dir / "trials" / f"{label}.json", result.to_json_dict())
-        verdict = result.verdict
-        return Measurement(
-            metrics=result.headline(), slo_ok=verdict is not None and verdict.passed,
-            slo_detail=[line for line in (verdict.lines() if verdict else [])
-                        if line.startswith("FAIL")],
-            telemetry=result.telemetry, result_file=str(path))
-
     def notify(event: str, setting: Setting, concurrency: int | None, detail: str) -> None:
         where = setting.label + (f" at concurrency {concurrency}" if concurrency else "")
         text = {"starting": f"starting vLLM with {where}",
@@ -203,7 +184,8 @@ def tune(
     err_console.print(f"tune {name}: {len(settings)} setting(s) x {len(concurrencies)} "
                       f"concurrenc{'y' if len(concurrencies) == 1 else 'ies'}, SLO "
                       f"{target.name}; reports in {out_dir}")
-    trials = sweep(settings, concurrencies, server, measure, notify)
+    trials = sweep(settings, concurrencies, server, bench_measure(base, out_dir / "trials"),
+                   notify)
     winner = pick(trials, objective)
     tuned = tuned_profile(files, name, kept, winner) if winner is not None else None
     paths = write_outputs(out_dir, name=name, trials=trials, winner=winner, objective=objective,

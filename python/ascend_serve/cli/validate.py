@@ -11,6 +11,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from ascend_serve.cli.console import EXIT_CHECK_FAILED, EXIT_OK, console, fail
+from ascend_serve.cli.options import JsonFlag, ServerUrl
 from ascend_serve.node.validate import (
     DEFAULT_API_KEY_ENV,
     DEFAULT_CONCURRENCY,
@@ -38,10 +39,7 @@ def _table(report: Report) -> Table:
 
 
 def validate(
-    url: Annotated[
-        str,
-        typer.Argument(help="Server URL, e.g. http://127.0.0.1:8000 (a /v1 suffix is accepted)."),
-    ],
+    url: ServerUrl,
     served_name: Annotated[
         str | None,
         typer.Option(help="The --served-model-name to expect (default: the first model listed)."),
@@ -82,7 +80,7 @@ def validate(
         typer.Option(metavar="PATH", help="File holding the API key (instead of the "
                                           "environment)."),
     ] = None,
-    as_json: Annotated[bool, typer.Option("--json", help="Print JSON for machines.")] = False,
+    as_json: JsonFlag = False,
 ) -> None:
     """Validate a running OpenAI-compatible vLLM server end to end.
 

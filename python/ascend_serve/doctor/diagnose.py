@@ -21,15 +21,16 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from importlib.resources import files
 from pathlib import Path
 from typing import Any, TypeVar
 
 from pydantic import BaseModel, Field
 
-from ascend_serve.cli.console import EXIT_CHECK_FAILED, EXIT_FAILED, EXIT_OK
 from ascend_serve.doctor.known_problems import KNOWN_PROBLEMS, Severity
 from ascend_serve.doctor.redact import redact
 from ascend_serve.doctor.remote import Transport, TransportError
+from ascend_serve.exitcodes import EXIT_CHECK_FAILED, EXIT_FAILED, EXIT_OK
 from ascend_serve.node import doctor_collect
 from ascend_serve.node import hccn as hccn_reader
 from ascend_serve.node.ascend_files import (
@@ -134,7 +135,7 @@ class CollectError(RuntimeError):
 def collector_command(python: str = "python3", *, facts_dir: str = "/etc/ansible/facts.d",
                       journal_lines: int = 300, sudo: bool = False) -> list[str]:
     """The argument list that runs the collector on a host (``python3 -c SOURCE ARGS``)."""
-    source = Path(doctor_collect.__file__).read_text(encoding="utf-8")
+    source = files("ascend_serve.node").joinpath("doctor_collect.py").read_text(encoding="utf-8")
     argv = [python, "-c", source, f"--facts-dir={facts_dir}",
             f"--journal-lines={journal_lines}"]
     return ["sudo", "-n", "--", *argv] if sudo else argv

@@ -160,7 +160,8 @@ _CATALOGUE = (
         "Without the CANN toolkit's and ATB's set_env.sh torch-npu cannot infer the device and "
         "libhccl.so / libatb.so are not found (`Failed to infer device type`). The launcher must "
         "`source` both before vllm starts: re-run the vllm_service role (it renders the launcher "
-        "from templates/vllm-launch.sh.j2 with both scripts for NPU profiles; do not set "
+        "from the vllm_service role's vllm-launch.sh.j2 with both scripts for NPU profiles; "
+        "do not set "
         "vllm_service_set_env to [] for them), then restart ascend-vllm.",
         TRACKER_VERSIONS),
     KnownProblem(

@@ -6,6 +6,11 @@ inventory, extra vars, vault password files) before anything runs; :func:`run` s
 event to a :class:`Tracker` (plays, tasks, per-host counters, failures) and to the caller, and
 keeps ansible-runner's artifacts plus ``summary.json`` in the run directory.
 
+Without a project (an installed wheel, run away from a checkout) the run uses the
+``ascend_serve.fleet`` collection the package ships: ``ANSIBLE_COLLECTIONS_PATH`` leads with it,
+its playbooks are run by name (``ascend_serve.fleet.site``), and the operator's own Ansible
+configuration is in force; an inventory must then be given.
+
 Only what Ansible itself shows is kept: results of ``no_log`` tasks arrive censored from the
 runner's callback, extra vars given inline travel in a temporary file outside the run directory
 (never on the command line nor in ``command``), and the environment ansible-runner records in
@@ -34,11 +39,10 @@ from typing import Any
 
 import yaml
 
-from ascend_serve.cli.console import EXIT_CHECK_FAILED, EXIT_FAILED, EXIT_OK
-from ascend_serve.resources import COLLECTION, collection_dir
+from ascend_serve.exitcodes import EXIT_CANCELED as EXIT_CANCELED  # cancelled: 128 + SIGINT
+from ascend_serve.exitcodes import EXIT_CHECK_FAILED, EXIT_FAILED, EXIT_OK
+from ascend_serve.resources import COLLECTION, collection_dir, collections_path
 
-# Interrupted by the operator (Ctrl-C / SIGTERM): 128 + SIGINT, as shells report it.
-EXIT_CANCELED = 130
 # After a cancel request, how long ansible-playbook gets to stop its workers (SIGINT, as at a
 # terminal) before it and they are killed.
 CANCEL_GRACE_S = 20.0
@@ -46,6 +50,8 @@ CANCEL_GRACE_S = 20.0
 DEFAULT_PLAYBOOK = "site.yml"
 DEFAULT_INVENTORY = Path("inventories/local/hosts.yml")  # under the project
 DEFAULT_RUNS_DIR = Path(".ascend-serve/runs")  # under the current directory
+# Ansible's own default collections path, kept after the packaged collection (project-less runs).
+ANSIBLE_DEFAULT_COLLECTIONS = ("~/.ansible/collections", "/usr/share/ansible/collections")
 SUMMARY_FILE = "summary.json"
 PROJECT_ENV = "ASCEND_SERVE_PROJECT"
 # What the runner's callback puts in place of a no_log task's result.
@@ -69,11 +75,17 @@ class DeployInputError(ValueError):
 # --- input ---------------------------------------------------------------------------------------
 
 
-def find_project(cwd: Path | None = None) -> Path:
-    """The project whose ``ansible.cfg``, roles and collections the run uses.
+def _is_project(path: Path) -> bool:
+    return (path / "ansible.cfg").is_file() and (path / DEFAULT_PLAYBOOK).is_file()
+
+
+def find_project(cwd: Path | None = None) -> Path | None:
+    """The project whose ``ansible.cfg``, roles and collections the run uses; None for none.
 
     ``$ASCEND_SERVE_PROJECT``, else the current directory or the nearest parent holding
-    ``ansible.cfg`` and ``site.yml``, else the checkout this package was installed from.
+    ``ansible.cfg`` and ``site.yml``, else the checkout this package runs from (an editable
+    install: its packaged collection is the checkout's ``collections/``). None from an installed
+    wheel anywhere else: the run then uses the collection the package ships.
     """
     env = os.environ.get(PROJECT_ENV)
     if env:
@@ -82,15 +94,13 @@ def find_project(cwd: Path | None = None) -> Path:
             raise DeployInputError(f"{PROJECT_ENV}={env} has no ansible.cfg")
         return path
     here = (cwd or Path.cwd()).resolve()
-    for candidate in (here, *here.parents, Path(__file__).resolve().parents[3]):
-        if (candidate / "ansible.cfg").is_file() and (candidate / DEFAULT_PLAYBOOK).is_file():
+    for candidate in (here, *here.parents, collections_path().resolve().parent):
+        if _is_project(candidate):
             return candidate
-    raise DeployInputError(
-        f"cannot find the ascend-serve project (ansible.cfg and {DEFAULT_PLAYBOOK}): run from "
-        f"its checkout or set {PROJECT_ENV}")
+    return None
 
 
-def resolve_playbook(name: str, project: Path, cwd: Path) -> Path:
+def resolve_playbook(name: str, project: Path | None, cwd: Path) -> Path:
     """A path as given (relative to ``cwd``), else one in the project, else a playbook of the
     ``ascend_serve.fleet`` collection by name (``network``, ``network.yml`` or
     ``ascend_serve.fleet.network``)."""
@@ -98,7 +108,8 @@ def resolve_playbook(name: str, project: Path, cwd: Path) -> Path:
     candidates = [given if given.is_absolute() else cwd / given]
     playbooks = collection_dir() / "playbooks"
     if not given.is_absolute():
-        candidates.append(project / given)
+        if project is not None:
+            candidates.append(project / given)
         if len(given.parts) == 1:
             stem = given.name.removeprefix(f"{COLLECTION}.")
             candidates += [playbooks / stem]
@@ -113,13 +124,17 @@ def resolve_playbook(name: str, project: Path, cwd: Path) -> Path:
         f"playbooks: {', '.join(names) or 'none'})")
 
 
-def resolve_inventories(values: list[str], project: Path, cwd: Path) -> list[str]:
+def resolve_inventories(values: list[str], project: Path | None, cwd: Path) -> list[str]:
     """Absolute inventory sources (ansible runs in the project directory, not here).
 
     A ``host1,host2,`` list is passed on as it is. Without ``-i`` the project's default
-    (``inventories/local/hosts.yml``) is used.
+    (``inventories/local/hosts.yml``) is used; without a project, ``-i`` is required.
     """
     if not values:
+        if project is None:
+            raise DeployInputError(
+                f"no inventory given (-i), and no project here to take its {DEFAULT_INVENTORY} "
+                f"from (a checkout with ansible.cfg and {DEFAULT_PLAYBOOK}, or {PROJECT_ENV})")
         default = project / DEFAULT_INVENTORY
         if not default.exists():
             raise DeployInputError(f"no inventory given (-i) and no default {default}")
@@ -226,7 +241,7 @@ def parse_extra_vars(value: str, cwd: Path) -> ExtraVars:
 class DeployRequest:
     """Everything one run needs, checked."""
 
-    project: Path
+    project: Path | None  # None: the packaged collection and the operator's Ansible settings
     playbook: Path
     inventories: list[str]
     limit: str | None = None
@@ -242,12 +257,25 @@ class DeployRequest:
     def name(self) -> str:
         """The playbook as the operator knows it: a collection playbook by its FQCN, else relative
         to the project when inside it."""
-        if self.playbook.parent == (collection_dir() / "playbooks").resolve():
+        if self.in_collection:
             return f"{COLLECTION}.{self.playbook.stem}"
+        if self.project is None:
+            return str(self.playbook)
         try:
             return str(self.playbook.relative_to(self.project))
         except ValueError:
             return str(self.playbook)
+
+    @property
+    def in_collection(self) -> bool:
+        """The playbook is one of the ``ascend_serve.fleet`` collection's."""
+        return self.playbook.parent == (collection_dir() / "playbooks").resolve()
+
+    @property
+    def playbook_arg(self) -> str:
+        """What ansible-playbook is given: a path, or (without a project) a collection playbook
+        by name, found on the collections path."""
+        return self.name if self.project is None and self.in_collection else str(self.playbook)
 
 
 def _split_list(values: list[str]) -> list[str]:
@@ -649,7 +677,7 @@ class DeployResult:
         return {
             "playbook": req.name,
             "playbook_path": str(req.playbook),
-            "project": str(req.project),
+            "project": str(req.project) if req.project is not None else None,
             "inventory": req.inventories,
             "limit": req.limit,
             "tags": req.tags,
@@ -674,11 +702,12 @@ class DeployResult:
         }
 
 
-def _host_key_checking(project: Path) -> str:
+def _host_key_checking(project: Path | None) -> str:
     """The host_key_checking Ansible would use here (ansible-runner turns it off otherwise)."""
     if "ANSIBLE_HOST_KEY_CHECKING" in os.environ:
         return os.environ["ANSIBLE_HOST_KEY_CHECKING"]
-    candidates = [os.environ.get("ANSIBLE_CONFIG"), str(project / "ansible.cfg"),
+    candidates = [os.environ.get("ANSIBLE_CONFIG"),
+                  str(project / "ansible.cfg") if project is not None else None,
                   str(Path.home() / ".ansible.cfg"), "/etc/ansible/ansible.cfg"]
     for candidate in candidates:
         if candidate and Path(candidate).is_file():
@@ -696,6 +725,10 @@ def _environment(request: DeployRequest) -> dict[str, str]:
         "ANSIBLE_HOST_KEY_CHECKING": _host_key_checking(request.project),
         "ANSIBLE_NOCOLOR": "True",  # the stdout artifact is read as plain text
     }
+    if request.project is None:  # the packaged collection first, then the operator's or Ansible's
+        rest = os.environ.get("ANSIBLE_COLLECTIONS_PATH") or os.pathsep.join(
+            ANSIBLE_DEFAULT_COLLECTIONS)
+        env["ANSIBLE_COLLECTIONS_PATH"] = os.pathsep.join([str(collections_path()), rest])
     # The ansible-playbook next to this interpreter (a venv that is not activated).
     bindir = Path(sys.executable).parent
     path = os.environ.get("PATH", "")
@@ -876,8 +909,9 @@ def run(
                 artifact_dir=str(run_dir.parent),
                 ident=run_dir.name,  # the artifacts land in run_dir itself
                 rotate_artifacts=0,  # never prune the operator's other runs
-                project_dir=str(request.project),  # ansible.cfg: roles, collections, forks
-                playbook=str(request.playbook),
+                # ansible.cfg: roles, collections, forks; none: the run directory (no cfg there)
+                project_dir=str(request.project) if request.project is not None else None,
+                playbook=request.playbook_arg,
                 inventory=request.inventories,
                 limit=request.limit,
                 tags=",".join(request.tags) or None,

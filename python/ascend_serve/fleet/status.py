@@ -1,13 +1,14 @@
 """``ascend-serve fleet status``: what every host of an inventory has, from the roles' own records.
 
-``playbooks/fleet_status.yml`` (read-only) is run through :mod:`ascend_serve.fleet.deploy`, whose
+The collection's ``fleet_status`` playbook (read-only) is run through
+:mod:`ascend_serve.fleet.deploy`, whose
 runner events give per host the roles' local facts (the version set
 and versions the driver, CANN and python_env roles installed, whether a reboot is pending, the
 serving profile) and the ``systemctl show`` of the vLLM unit. :func:`host_state` turns them into
 a :class:`HostState`; :func:`fleet_problems` adds what only the whole fleet shows (hosts on
 different version sets). Problems make ``fleet status`` exit 1: a host unreachable or not read,
 a configured vLLM unit that is not active, a model marked incomplete, a host an unfinished
-``playbooks/upgrade.yml`` left drained (the rollout role's phase), a fleet of mixed sets.
+the ``upgrade`` playbook left drained (the rollout role's phase), a fleet of mixed sets.
 A pending reboot is reported, not a problem (the driver's policy may leave it to the operator).
 """
 
@@ -91,7 +92,7 @@ def host_state(host: str, local: dict[str, Any], unit: dict[str, Any] | None) ->
     if state.rollout_phase in ("draining", "upgrading"):
         state.problems.append(f"left {state.rollout_phase} by an unfinished upgrade to "
                               f"{state.rollout_set} (out of the load balancer): re-run "
-                              "playbooks/upgrade.yml")
+                              "ascend_serve.fleet.upgrade")
     if state.models_incomplete:
         state.problems.append("model(s) not completely staged: "
                               + ", ".join(state.models_incomplete))

@@ -9,6 +9,7 @@ The Jinja2 settings below are Ansible's template defaults, so both produce the s
 from __future__ import annotations
 
 import json
+import os
 import shlex
 from collections.abc import Sequence
 from pathlib import Path
@@ -23,6 +24,13 @@ TEMPLATES_DIR = role_path("vllm_service", "templates")
 LAUNCHER_TEMPLATE = "vllm-launch.sh.j2"
 # Where the model_store role stages models (<dir>/<profile model name>).
 DEFAULT_MODELS_DIR = Path("/var/lib/ascend-serve/models")
+
+
+def default_state_dir(profile: str) -> Path:
+    """Where ``ascend-serve serve`` keeps a profile's launcher, log and vLLM's caches:
+    ``$XDG_STATE_HOME/ascend-serve/<profile>`` (``~/.local/state`` without it)."""
+    base = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
+    return Path(base) / "ascend-serve" / profile
 
 
 def node_layout(profile: Profile, rank: int = 0, head_address: str | None = None) -> dict[str, Any]:

@@ -16,7 +16,7 @@ from typing import Any
 from ascend_serve.serving.fit import FitError, FitReport, NotEstimableError, estimate
 from ascend_serve.serving.manifest import ManifestError, load, verify
 from ascend_serve.serving.profiles import Profile, set_problems
-from ascend_serve.stack.matrix import Matrix, StackSet
+from ascend_serve.stack.matrix import Matrix, StackSet, load_matrix, resolve
 from ascend_serve.stack.npusmi import (
     NpuSmiParseError,
     NpuSmiRunError,
@@ -232,3 +232,26 @@ def check_fit(profile: Profile, model_dir: Path | None) -> Finding:
         return Finding("fit", False, detail)
     return Finding("fit", True, f"{report.weights_gib_per_chip:.2f} GiB weights per chip, "
                    f"{report.full_sequences} full-length sequence(s) of KV cache fit")
+
+
+def node_findings(profile: Profile, *, model_dir: Path, env_dir: Path, set_env: list[str],
+                  stack_set: str | None, npu_smi: str | None = None,
+                  hashes: bool = False) -> list[Finding]:
+    """Every check of this node before ``serve`` starts the profile: the memory fit, the model
+    (against its manifest; ``hashes`` re-hashes it), for NPU profiles the chips and the
+    ``set_env`` scripts, and the serving environment against the version set ``stack_set``
+    (a failed finding without one). Raises :class:`~ascend_serve.stack.matrix.MatrixError`
+    when the matrix cannot be read or has no such set."""
+    staged = model_dir if model_dir.is_dir() else None
+    findings = [check_fit(profile, staged), check_model(model_dir, hashes=hashes)]
+    if profile.device == "npu":
+        findings += [check_npus(profile, npu_smi), check_set_env(set_env)]
+    if stack_set:
+        matrix = load_matrix()
+        stack = resolve(matrix, stack_set)
+        findings.append(check_set(profile, stack, matrix))
+        findings.append(check_versions(env_dir / "bin" / "python", stack))
+    else:
+        findings.append(Finding("versions", False, "no version set to check against: pass "
+                                "--stack-set (or run the python_env role)"))
+    return findings

@@ -325,6 +325,24 @@ def resolve(
         raise ProfileError(_describe(exc, name)) from exc
 
 
+def resolve_options(
+    name: str,
+    assignments: Iterable[str] = (),
+    extra_files: Iterable[Path | str] | None = None,
+    *,
+    host: str | None = None,
+    port: int | None = None,
+) -> Profile:
+    """The profile a command line asks for: ``--set`` assignments (:func:`parse_assignments`),
+    extra profile files read after the default one, ``--host`` and ``--port``."""
+    overrides = parse_assignments(assignments)
+    if host is not None:
+        overrides["host"] = host
+    if port is not None:
+        overrides["port"] = port
+    return resolve(name, overrides, with_extra_files(extra_files))
+
+
 def _version(text: str) -> Version | None:
     try:
         return Version(text)

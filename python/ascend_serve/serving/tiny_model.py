@@ -20,9 +20,12 @@ Only the standard library is imported at module level; ``torch``, ``transformers
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import json
 import random
+import shutil
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -397,3 +400,24 @@ def build_tiny_model(arch: str, out: Path, seed: int = 0, name: str | None = Non
         vocab_size=vocab_size,
         manifest=manifest,
     )
+
+
+def build_tiny_model_in_place(arch: str, out: Path, seed: int = 0,
+                              name: str | None = None) -> TinyModelInfo:
+    """:func:`build_tiny_model` into a scratch directory beside ``out``, moved in place at the
+    end: never a half-built ``out``. Whatever ``out`` held is replaced (the caller decides
+    whether it may be)."""
+    out = Path(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    scratch = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
+    try:
+        info = build_tiny_model(arch, scratch, seed=seed, name=name)
+        if out.is_dir() and any(out.iterdir()):
+            shutil.rmtree(out)
+        elif out.exists():
+            out.rmdir()
+        scratch.rename(out)
+    finally:
+        if scratch.exists():
+            shutil.rmtree(scratch, ignore_errors=True)
+    return dataclasses.replace(info, path=out)

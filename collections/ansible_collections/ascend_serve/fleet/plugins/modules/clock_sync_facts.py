@@ -14,8 +14,10 @@ description:
   - Multi-node HCCL and TLS need hosts whose clocks agree.
 version_added: 0.1.0
 options: {}
-author:
-  - ascend-serve developers
+extends_documentation_fragment:
+  - ascend_serve.fleet.common
+  - ascend_serve.fleet.common.read_only
+  - ascend_serve.fleet.facts
 """
 
 EXAMPLES = r"""
@@ -39,7 +41,7 @@ import ctypes
 import ctypes.util
 import struct
 
-from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.ascend_serve.fleet.plugins.module_utils.module_main import facts_main
 
 STATES = {0: "TIME_OK", 1: "TIME_INS", 2: "TIME_DEL", 3: "TIME_OOP", 4: "TIME_WAIT",
           5: "TIME_ERROR"}
@@ -63,12 +65,8 @@ def read_clock() -> dict[str, object]:
 
 
 def main() -> None:
-    module = AnsibleModule(argument_spec={}, supports_check_mode=True)
-    try:
-        clock = read_clock()
-    except OSError as exc:
-        module.fail_json(msg=f"cannot read the clock state: {exc}")
-    module.exit_json(changed=False, ansible_facts={"ascend_clock": clock})
+    facts_main("ascend_clock", lambda module: read_clock(), {}, "cannot read the clock state",
+               (OSError,))
 
 
 if __name__ == "__main__":

@@ -19,8 +19,10 @@ options:
     type: list
     elements: path
     required: true
-author:
-  - ascend-serve developers
+extends_documentation_fragment:
+  - ascend_serve.fleet.common
+  - ascend_serve.fleet.common.read_only
+  - ascend_serve.fleet.facts
 """
 
 EXAMPLES = r"""
@@ -43,8 +45,9 @@ ansible_facts:
 """
 
 import os
+from typing import Any
 
-from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.ascend_serve.fleet.plugins.module_utils.module_main import facts_main
 
 
 def measure(path: str) -> dict[str, object]:
@@ -63,16 +66,16 @@ def measure(path: str) -> dict[str, object]:
     }
 
 
-def main() -> None:
-    module = AnsibleModule(
-        argument_spec={"paths": {"type": "list", "elements": "path", "required": True}},
-        supports_check_mode=True,
-    )
+def read(module: Any) -> dict[str, dict[str, object]]:
     bad = [p for p in module.params["paths"] if not os.path.isabs(p)]
     if bad:
         module.fail_json(msg=f"paths must be absolute: {', '.join(bad)}")
-    facts = {p: measure(p) for p in module.params["paths"]}
-    module.exit_json(changed=False, ansible_facts={"ascend_disk_space": facts})
+    return {p: measure(p) for p in module.params["paths"]}
+
+
+def main() -> None:
+    facts_main("ascend_disk_space", read,
+               {"paths": {"type": "list", "elements": "path", "required": True}})
 
 
 if __name__ == "__main__":

@@ -49,21 +49,17 @@ options:
         description: Whether the device NIC uses TLS (C(-tls -s enable 1)).
         type: bool
         default: false
-  tool:
-    description: Path of hccn_tool.
-    type: path
-    default: /usr/local/Ascend/driver/tools/hccn_tool
-  workers:
-    description: How many hccn_tool getters run at the same time.
-    type: int
-    default: 8
-notes:
-  - Supports check mode and diff mode. The diff is written in the C(/etc/hccn.conf) style,
-    C(address_0=...).
-  - In check mode without C(hccn_tool) (the driver is not installed yet) every device is reported
-    as one that would be configured; otherwise a missing tool fails the task.
-author:
-  - ascend-serve developers
+attributes:
+  check_mode:
+    support: full
+    details: Without C(hccn_tool) (the driver is not installed yet) every device is reported as
+      one that would be configured; otherwise a missing tool fails the task.
+  diff_mode:
+    support: full
+    details: The diff is written in the C(/etc/hccn.conf) style, C(address_0=...).
+extends_documentation_fragment:
+  - ascend_serve.fleet.common
+  - ascend_serve.fleet.hccn
 """
 
 EXAMPLES = r"""
@@ -124,23 +120,22 @@ msg:
 
 from typing import TYPE_CHECKING, Any
 
-from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.ascend_serve.fleet.plugins.module_utils.hccn import (
     COMMON_ARGS,
-    DEFAULT_TOOL,
-    DEFAULT_WORKERS,
     HccnError,
     check_address,
     check_device,
     check_netmask,
     command,
     command_text,
+    common_options,
     missing_tool_message,
     module_runner,
     read_states,
     run_tool,
     tool_usable,
 )
+from ansible_collections.ascend_serve.fleet.plugins.module_utils.module_main import result_main
 
 if TYPE_CHECKING:
     from ansible_collections.ascend_serve.fleet.plugins.module_utils.hccn import Runner
@@ -216,11 +211,8 @@ def _settings(state: dict[str, Any]) -> dict[str, Any]:
 
 def run(params: dict[str, Any], check_mode: bool, runner: Runner) -> dict[str, Any]:
     """The module's work; raises HccnError (message and partial result) to fail."""
-    tool = params.get("tool") or DEFAULT_TOOL
-    workers = params.get("workers") or DEFAULT_WORKERS
     try:
-        if int(workers) < 1:
-            raise ValueError(f"workers must be at least 1, got {workers}")
+        tool, workers = common_options(params)
         wanted = wanted_settings(params.get("devices") or [])
     except ValueError as exc:
         raise HccnError(str(exc)) from None
@@ -304,8 +296,8 @@ def _verify(runner: Runner, tool: str, wanted: list[dict[str, Any]],
 
 
 def main() -> None:
-    module = AnsibleModule(
-        argument_spec={
+    result_main(
+        {
             "devices": {
                 "type": "list",
                 "elements": "dict",
@@ -321,17 +313,9 @@ def main() -> None:
             },
             **COMMON_ARGS,
         },
-        supports_check_mode=True,
+        lambda module: run(module.params, module.check_mode, module_runner(module)),
+        (HccnError,),
     )
-
-    runner = module_runner(module)
-    try:
-        result = run(module.params, module.check_mode, runner)
-    except HccnError as exc:
-        module.fail_json(msg=exc.msg, **exc.result)
-    if not module._diff:
-        result.pop("diff", None)
-    module.exit_json(**result)
 
 
 if __name__ == "__main__":

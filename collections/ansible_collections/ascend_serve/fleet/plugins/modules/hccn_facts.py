@@ -23,18 +23,12 @@ options:
     type: list
     elements: int
     required: true
-  tool:
-    description: Path of hccn_tool.
-    type: path
-    default: /usr/local/Ascend/driver/tools/hccn_tool
-  workers:
-    description: How many hccn_tool getters run at the same time.
-    type: int
-    default: 8
 notes:
-  - Supports check mode (it only reads). A missing C(hccn_tool) fails the task.
-author:
-  - ascend-serve developers
+  - A missing C(hccn_tool) fails the task.
+extends_documentation_fragment:
+  - ascend_serve.fleet.common
+  - ascend_serve.fleet.common.read_only
+  - ascend_serve.fleet.hccn
 """
 
 EXAMPLES = r"""
@@ -93,18 +87,17 @@ problems:
 
 from typing import TYPE_CHECKING, Any
 
-from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.ascend_serve.fleet.plugins.module_utils.hccn import (
     COMMON_ARGS,
-    DEFAULT_TOOL,
-    DEFAULT_WORKERS,
     HccnError,
     check_device,
+    common_options,
     missing_tool_message,
     module_runner,
     read_states,
     tool_usable,
 )
+from ansible_collections.ascend_serve.fleet.plugins.module_utils.module_main import result_main
 
 if TYPE_CHECKING:
     from ansible_collections.ascend_serve.fleet.plugins.module_utils.hccn import Runner
@@ -124,11 +117,8 @@ def judge(state: dict[str, Any]) -> list[str]:
 
 def run(params: dict[str, Any], runner: Runner) -> dict[str, Any]:
     """The module's work; raises HccnError to fail."""
-    tool = params.get("tool") or DEFAULT_TOOL
-    workers = params.get("workers") or DEFAULT_WORKERS
     try:
-        if int(workers) < 1:
-            raise ValueError(f"workers must be at least 1, got {workers}")
+        tool, workers = common_options(params)
         listed = params.get("devices") or []
         devices = sorted({check_device(d, f"devices[{i}]") for i, d in enumerate(listed)})
         if not devices:
@@ -148,20 +138,11 @@ def run(params: dict[str, Any], runner: Runner) -> dict[str, Any]:
 
 
 def main() -> None:
-    module = AnsibleModule(
-        argument_spec={
-            "devices": {"type": "list", "elements": "int", "required": True},
-            **COMMON_ARGS,
-        },
-        supports_check_mode=True,
+    result_main(
+        {"devices": {"type": "list", "elements": "int", "required": True}, **COMMON_ARGS},
+        lambda module: run(module.params, module_runner(module)),
+        (HccnError,),
     )
-
-    runner = module_runner(module)
-    try:
-        result = run(module.params, runner)
-    except HccnError as exc:
-        module.fail_json(msg=exc.msg, **exc.result)
-    module.exit_json(**result)
 
 
 if __name__ == "__main__":

@@ -43,19 +43,13 @@ options:
     description: Echo requests per pair (C(pkt)).
     type: int
     default: 3
-  tool:
-    description: Path of hccn_tool.
-    type: path
-    default: /usr/local/Ascend/driver/tools/hccn_tool
-  workers:
-    description: How many pings run at the same time.
-    type: int
-    default: 8
 notes:
-  - Supports check mode, since a ping changes nothing; the ascend-serve role nevertheless skips
-    it in check mode, where the device NICs may not be configured yet.
-author:
-  - ascend-serve developers
+  - Runs in check mode too, since a ping changes nothing; the ascend-serve role nevertheless
+    skips it in check mode, where the device NICs may not be configured yet.
+extends_documentation_fragment:
+  - ascend_serve.fleet.common
+  - ascend_serve.fleet.common.read_only
+  - ascend_serve.fleet.hccn
 """
 
 EXAMPLES = r"""
@@ -116,15 +110,13 @@ results:
 
 from typing import TYPE_CHECKING, Any
 
-from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.ascend_serve.fleet.plugins.module_utils.hccn import (
     COMMON_ARGS,
-    DEFAULT_TOOL,
-    DEFAULT_WORKERS,
     HccnError,
     HccnParseError,
     check_address,
     check_device,
+    common_options,
     missing_tool_message,
     module_runner,
     parallel,
@@ -132,6 +124,7 @@ from ansible_collections.ascend_serve.fleet.plugins.module_utils.hccn import (
     run_tool,
     tool_usable,
 )
+from ansible_collections.ascend_serve.fleet.plugins.module_utils.module_main import result_main
 
 if TYPE_CHECKING:
     from ansible_collections.ascend_serve.fleet.plugins.module_utils.hccn import Runner
@@ -177,13 +170,10 @@ def judge(rc: int, out: str, err: str) -> dict[str, Any]:
 
 def run(params: dict[str, Any], runner: Runner) -> dict[str, Any]:
     """The module's work; raises HccnError to fail (bad options, missing tool only)."""
-    tool = params.get("tool") or DEFAULT_TOOL
-    workers = params.get("workers") or DEFAULT_WORKERS
     count = params.get("count")
     count = 3 if count is None else count
     try:
-        if int(workers) < 1:
-            raise ValueError(f"workers must be at least 1, got {workers}")
+        tool, workers = common_options(params)
         if isinstance(count, bool) or not isinstance(count, int) or count < 1:
             raise ValueError(f"count must be at least 1, got {count!r}")
         pairs = check_pairs(params.get("pairs") or [])
@@ -205,8 +195,8 @@ def run(params: dict[str, Any], runner: Runner) -> dict[str, Any]:
 
 
 def main() -> None:
-    module = AnsibleModule(
-        argument_spec={
+    result_main(
+        {
             "pairs": {
                 "type": "list",
                 "elements": "dict",
@@ -221,15 +211,9 @@ def main() -> None:
             "count": {"type": "int", "default": 3},
             **COMMON_ARGS,
         },
-        supports_check_mode=True,
+        lambda module: run(module.params, module_runner(module)),
+        (HccnError,),
     )
-
-    runner = module_runner(module)
-    try:
-        result = run(module.params, runner)
-    except HccnError as exc:
-        module.fail_json(msg=exc.msg, **exc.result)
-    module.exit_json(**result)
 
 
 if __name__ == "__main__":

@@ -80,8 +80,14 @@ options:
     description: Verify the HTTPS server's certificate.
     type: bool
     default: true
-author:
-  - ascend-serve developers
+attributes:
+  check_mode:
+    support: full
+    details: As with O(plan_only=true), nothing is changed and the plan is returned.
+  diff_mode:
+    support: none
+extends_documentation_fragment:
+  - ascend_serve.fleet.common
 """
 
 EXAMPLES = r"""

@@ -12,19 +12,18 @@ description:
     fails the task, naming the file and the line), runs the driver's
     C(upgrade-tool --device_index -1 --system_version) for the firmware of every chip when the
     driver is there, reads the state ledger of an earlier run and the kernel's boot id.
-  - One round trip per host instead of one per file; changes nothing.
+  - One round trip per host instead of one per file.
 version_added: 0.1.0
 options:
-  install_path:
-    description: Driver install path.
-    type: path
-    default: /usr/local/Ascend
   ledger_path:
     description: The npu_driver role's state ledger (local facts file).
     type: path
     default: /etc/ansible/facts.d/ascend_npu_driver.fact
-author:
-  - ascend-serve developers
+extends_documentation_fragment:
+  - ascend_serve.fleet.common
+  - ascend_serve.fleet.common.install_path
+  - ascend_serve.fleet.common.read_only
+  - ascend_serve.fleet.facts
 """
 
 EXAMPLES = r"""
@@ -52,12 +51,16 @@ ansible_facts:
 import json
 import os
 import re
+from typing import Any
 
-from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.ascend_serve.fleet.plugins.module_utils.ascend_files import (
     AscendFileError,
     read_driver_info,
     read_file,
+)
+from ansible_collections.ascend_serve.fleet.plugins.module_utils.module_main import (
+    INSTALL_PATH_ARG,
+    facts_main,
 )
 
 FIRMWARE_RE = re.compile(r'"version":"([^"]+)"')
@@ -71,17 +74,7 @@ def _read(path: str) -> str:
         return ""
 
 
-def main() -> None:
-    module = AnsibleModule(
-        argument_spec={
-            "install_path": {"type": "path", "default": "/usr/local/Ascend"},
-            "ledger_path": {
-                "type": "path",
-                "default": "/etc/ansible/facts.d/ascend_npu_driver.fact",
-            },
-        },
-        supports_check_mode=True,
-    )
+def read_state(module: Any) -> dict[str, object]:
     base = module.params["install_path"]
     try:
         driver = read_file(read_driver_info, os.path.join(base, "driver", "version.info"))
@@ -102,19 +95,21 @@ def main() -> None:
         ledger = json.loads(ledger_text) if ledger_text else {}
     except ValueError:
         ledger = {}  # a damaged ledger is rewritten by the role
-    module.exit_json(
-        changed=False,
-        ansible_facts={
-            "ascend_npu_driver_state": {
-                "driver_version": driver["version"] if driver else "",
-                "firmware_versions": firmware,
-                "firmware_unreadable_chips": unreadable,
-                "upgrade_tool": os.access(tool, os.X_OK),
-                "ledger": ledger,
-                "boot_id": _read("/proc/sys/kernel/random/boot_id").strip(),
-            }
-        },
-    )
+    return {
+        "driver_version": driver["version"] if driver else "",
+        "firmware_versions": firmware,
+        "firmware_unreadable_chips": unreadable,
+        "upgrade_tool": os.access(tool, os.X_OK),
+        "ledger": ledger,
+        "boot_id": _read("/proc/sys/kernel/random/boot_id").strip(),
+    }
+
+
+def main() -> None:
+    facts_main("ascend_npu_driver_state", read_state, {
+        **INSTALL_PATH_ARG,
+        "ledger_path": {"type": "path", "default": "/etc/ansible/facts.d/ascend_npu_driver.fact"},
+    })
 
 
 if __name__ == "__main__":

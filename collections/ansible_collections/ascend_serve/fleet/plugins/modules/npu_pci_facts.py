@@ -19,8 +19,10 @@ options:
     description: Directory holding one entry per PCI function.
     type: path
     default: /sys/bus/pci/devices
-author:
-  - ascend-serve developers
+extends_documentation_fragment:
+  - ascend_serve.fleet.common
+  - ascend_serve.fleet.common.read_only
+  - ascend_serve.fleet.facts
 """
 
 EXAMPLES = r"""
@@ -51,7 +53,7 @@ ansible_facts:
 
 import os
 
-from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.ascend_serve.fleet.plugins.module_utils.module_main import facts_main
 
 HUAWEI_VENDOR = "0x19e5"
 ACCELERATOR_CLASS_PREFIX = "0x1200"
@@ -98,12 +100,8 @@ def scan(pci_path: str) -> list[dict[str, object]]:
 
 
 def main() -> None:
-    module = AnsibleModule(
-        argument_spec={"sysfs_pci_path": {"type": "path", "default": "/sys/bus/pci/devices"}},
-        supports_check_mode=True,
-    )
-    npus = scan(module.params["sysfs_pci_path"])
-    module.exit_json(changed=False, ansible_facts={"ascend_pci_npus": npus})
+    facts_main("ascend_pci_npus", lambda module: scan(module.params["sysfs_pci_path"]),
+               {"sysfs_pci_path": {"type": "path", "default": "/sys/bus/pci/devices"}})
 
 
 if __name__ == "__main__":

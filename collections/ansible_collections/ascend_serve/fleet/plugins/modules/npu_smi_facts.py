@@ -22,8 +22,10 @@ options:
     description: Also read the board page of every NPU.
     type: bool
     default: true
-author:
-  - ascend-serve developers
+extends_documentation_fragment:
+  - ascend_serve.fleet.common
+  - ascend_serve.fleet.common.read_only
+  - ascend_serve.fleet.facts
 """
 
 EXAMPLES = r"""
@@ -50,7 +52,7 @@ ansible_facts:
 
 from typing import Any
 
-from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.ascend_serve.fleet.plugins.module_utils.module_main import facts_main
 from ansible_collections.ascend_serve.fleet.plugins.module_utils.npu_smi import (
     NpuSmiParseError,
     read_info,
@@ -75,14 +77,7 @@ def parse_kv(text: str) -> dict[str, str | None]:
     return read_page(text)
 
 
-def main() -> None:
-    module = AnsibleModule(
-        argument_spec={
-            "npu_smi": {"type": "path", "default": "/usr/local/sbin/npu-smi"},
-            "boards": {"type": "bool", "default": True},
-        },
-        supports_check_mode=True,
-    )
+def read(module: Any) -> dict[str, Any]:
     tool = module.params["npu_smi"]
     rc, out, err = module.run_command([tool, "info"])
     if rc != 0:
@@ -102,7 +97,14 @@ def main() -> None:
             except NpuSmiParseError as exc:
                 module.fail_json(msg=f"cannot read {tool} info -t board -i {npu}: {exc}")
     facts["boards"] = boards
-    module.exit_json(changed=False, ansible_facts={"ascend_npu_smi": facts})
+    return facts
+
+
+def main() -> None:
+    facts_main("ascend_npu_smi", read, {
+        "npu_smi": {"type": "path", "default": "/usr/local/sbin/npu-smi"},
+        "boards": {"type": "bool", "default": True},
+    })
 
 
 if __name__ == "__main__":

@@ -17,7 +17,6 @@ description:
   - All-zero GIDs (empty slots of the GID table) are skipped. A file that cannot be read (the
     kernel answers EINVAL for the attributes of empty GID slots) is skipped, never an error.
   - A missing O(sysfs_path) means a host without RDMA devices, an empty list, not an error.
-  - Read-only; supports check mode.
 version_added: 0.1.0
 options:
   sysfs_path:
@@ -25,8 +24,10 @@ options:
       - The kernel's RDMA class directory. Point it elsewhere to read a captured or fake tree.
     type: path
     default: /sys/class/infiniband
-author:
-  - ascend-serve developers
+extends_documentation_fragment:
+  - ascend_serve.fleet.common
+  - ascend_serve.fleet.common.read_only
+  - ascend_serve.fleet.facts
 """
 
 EXAMPLES = r"""
@@ -77,7 +78,7 @@ ansible_facts:
 import os
 import re
 
-from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.ascend_serve.fleet.plugins.module_utils.module_main import facts_main
 
 ZERO_GID = "0000:0000:0000:0000:0000:0000:0000:0000"
 PCI_ADDRESS = re.compile(r"^[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]$")
@@ -199,12 +200,8 @@ def scan(sysfs_path: str) -> list[dict[str, object]]:
 
 
 def main() -> None:
-    module = AnsibleModule(
-        argument_spec={"sysfs_path": {"type": "path", "default": "/sys/class/infiniband"}},
-        supports_check_mode=True,
-    )
-    devices = scan(module.params["sysfs_path"])
-    module.exit_json(changed=False, ansible_facts={"rdma_devices": devices})
+    facts_main("rdma_devices", lambda module: scan(module.params["sysfs_path"]),
+               {"sysfs_path": {"type": "path", "default": "/sys/class/infiniband"}})
 
 
 if __name__ == "__main__":

@@ -22,7 +22,6 @@ description:
     I(timeout_s) the budget counted from the start of the service, and C(done) says the loop
     can stop (the milestone is reached, the start failed, the service died or restarted, or
     the budget is spent).
-  - Changes nothing; the same in check mode.
 version_added: 0.3.0
 options:
   unit:
@@ -64,8 +63,9 @@ options:
     description: How many of the last log lines to return in C(last_lines).
     type: int
     default: 20
-author:
-  - ascend-serve developers
+extends_documentation_fragment:
+  - ascend_serve.fleet.common
+  - ascend_serve.fleet.common.read_only
 """
 
 EXAMPLES = r"""
@@ -227,7 +227,7 @@ import urllib.request
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.ascend_serve.fleet.plugins.module_utils.module_main import result_main
 from ansible_collections.ascend_serve.fleet.plugins.module_utils.vllm_log import (
     PHASE_NAMES,
     StartLog,
@@ -380,22 +380,8 @@ def run(params: dict[str, Any], runner: Runner, tools: dict[str, str], now: floa
     }
 
 
-def main() -> None:
-    module = AnsibleModule(
-        argument_spec={
-            "unit": {"type": "str"},
-            "log_path": {"type": "path"},
-            "invocation": {"type": "str"},
-            "wait_for": {"type": "str", "default": "ready",
-                         "choices": [*PHASE_NAMES, "health"]},
-            "timeout_s": {"type": "float", "default": 0},
-            "health_url": {"type": "str"},
-            "lines": {"type": "int", "default": 20},
-        },
-        mutually_exclusive=[("unit", "log_path")],
-        required_one_of=[("unit", "log_path")],
-        supports_check_mode=True,
-    )
+def run_module(module: Any) -> dict[str, Any]:
+    """:func:`run` with the module's systemctl, journalctl and run_command."""
     tools = {}
     if module.params["unit"]:
         tools = {name: module.get_bin_path(name, required=True)
@@ -406,11 +392,26 @@ def main() -> None:
                                                                 "SYSTEMD_PAGER": ""})
         return rc, out, err
 
-    try:
-        result = run(module.params, runner, tools)
-    except StartPhaseError as exc:
-        module.fail_json(msg=str(exc))
-    module.exit_json(**result)
+    return run(module.params, runner, tools)
+
+
+def main() -> None:
+    result_main(
+        {
+            "unit": {"type": "str"},
+            "log_path": {"type": "path"},
+            "invocation": {"type": "str"},
+            "wait_for": {"type": "str", "default": "ready",
+                         "choices": [*PHASE_NAMES, "health"]},
+            "timeout_s": {"type": "float", "default": 0},
+            "health_url": {"type": "str"},
+            "lines": {"type": "int", "default": 20},
+        },
+        run_module,
+        (StartPhaseError,),
+        mutually_exclusive=[("unit", "log_path")],
+        required_one_of=[("unit", "log_path")],
+    )
 
 
 if __name__ == "__main__":

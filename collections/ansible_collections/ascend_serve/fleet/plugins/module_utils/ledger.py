@@ -1,0 +1,443 @@
+"""The ledger: what each role of the collection records in its local facts file, as data.
+
+A role records what it did in ``/etc/ansible/facts.d/<name>.fact`` (JSON), which Ansible reads
+back as ``ansible_local.<name>``; ``ascend-serve fleet status``, ``ascend-serve doctor`` and the
+roles that follow read it. :data:`LEDGERS` is the one description of those files: the module
+``ascend_serve.fleet.ledger`` (the only writer) refuses a record that does not match it, and
+``docs/ledger.md`` carries the tables :func:`markdown` renders from it (a test compares them;
+``python plugins/module_utils/ledger.py`` prints them).
+
+A ledger entry: ``role`` (the one role that writes it), ``summary``, ``readers`` (who reads it
+besides the doctor bundle, which copies every file), ``secret`` (file mode 0600 instead of
+0644), and either ``keys`` (the record's keys) or ``entries`` (a record that maps names to
+records of the same ``keys``, e.g. one per model). A key: ``type`` (a name of :data:`TYPES`, or
+a list of them), ``required`` (default true), ``description``, optionally ``choices`` and, for
+a ``dict``, ``keys`` of its own.
+
+Standard library only; runs on managed nodes (Python 3.8+): annotations are not evaluated.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+#: Bumped when a key changes meaning or type, or a required key is added (not for a new
+#: optional key). The readers tolerate missing keys; they are told of a new version in
+#: docs/ledger.md.
+SCHEMA_VERSION = 1
+#: Where Ansible reads local facts from (setup's fact_path default).
+FACTS_DIR = "/etc/ansible/facts.d"
+#: The handler topic every ledger write notifies (role ascend_serve.fleet.ledger listens to it).
+TOPIC = "ascend_serve ledger changed"
+
+#: JSON types by name (bool is not an int here, nor an int a float).
+TYPES = {"str": "string", "int": "integer", "bool": "boolean", "list": "array",
+         "dict": "object", "null": "null"}
+
+_SET_NAME = "Name of the version set (stack-matrix.yml) "
+
+LEDGERS: dict[str, dict[str, Any]] = {
+    "ascend_preflight": {
+        "role": "preflight",
+        "summary": "Written once every preflight check passed (a failed preflight writes nothing).",
+        "readers": [],
+        "keys": {
+            "passed": {"type": "bool", "description": "Always true: the checks passed."},
+            "report": {"type": "str",
+                       "description": "Path of the JSON report (preflight_report_path)."},
+            "architecture": {"type": "str", "description": "ansible_facts.architecture."},
+            "distribution": {"type": "str", "description": "ansible_facts.distribution."},
+            "distribution_version": {"type": "str",
+                                     "description": "ansible_facts.distribution_version."},
+            "kernel": {"type": "str", "description": "Running kernel release."},
+            "npu_count": {"type": "int", "description": "NPUs found on the PCI bus."},
+            "npu_chip": {"type": "str",
+                         "description": "Chip family checked (preflight_expected_npu_chip)."},
+        },
+    },
+    "ascend_os_base": {
+        "role": "os_base",
+        "summary": "The packages, kernel holds and repositories os_base manages.",
+        "readers": [],
+        "keys": {
+            "package_manager": {"type": "str", "choices": ["apt", "dnf"],
+                                "description": "Package manager of the host."},
+            "kernel": {"type": "str",
+                       "description": "Kernel release the headers and holds are for."},
+            "kernel_headers": {"type": "bool",
+                               "description": "Kernel headers installed (os_base_kernel_headers)."},
+            "packages": {"type": "list", "description": "Packages installed, sorted."},
+            "held": {"type": "list", "description": "Kernel packages held, sorted."},
+            "repositories": {"type": "list",
+                             "description": "Names of the repositories os_base wrote, sorted."},
+            "default_repositories_disabled": {
+                "type": "bool",
+                "description": "The distribution's own repository files were renamed *.disabled."},
+        },
+    },
+    "ascend_host_tuning": {
+        "role": "host_tuning",
+        "summary": "What host_tuning applied, and what it only persisted (with the reason).",
+        "readers": [
+            "host_tuning (the previous run's settings and limits, to remove stale ones)",
+            "doctor collector (sysctl keys, jemalloc_path)",
+            "doctor (sysctl-drift, sysctl-not-applied, governor-drift)",
+        ],
+        "keys": {
+            "sysctl": {
+                "type": "dict", "description": "Kernel settings.",
+                "keys": {
+                    "file": {"type": "str", "description": "The sysctl.d file written."},
+                    "applied": {"type": "dict",
+                                "description": "Setting -> value, in effect now."},
+                    "persisted_only": {
+                        "type": "dict",
+                        "description": "Setting -> {value, applied: false, reason}: in the file, "
+                                       "not in effect."},
+                },
+            },
+            "hugepages": {"type": "int",
+                          "description": "vm.nr_hugepages asked for (0: left alone)."},
+            "hugepages_reserved": {
+                "type": ["int", "null"],
+                "description": "Huge pages the kernel reserved; null if not set."},
+            "cpu_governor": {
+                "type": "dict", "description": "CPU frequency governor.",
+                "keys": {
+                    "wanted": {"type": "str",
+                               "description": "host_tuning_cpu_governor ('' leaves it alone)."},
+                    "policies": {"type": "int", "description": "cpufreq policies found."},
+                    "applied": {"type": "bool", "description": "Set on every policy now."},
+                    "persisted": {"type": "bool",
+                                  "description": "Set again at boot by a systemd unit."},
+                    "reason": {"type": "str",
+                               "description": "Why it was not applied ('' when it was)."},
+                },
+            },
+            "limits_file": {"type": "str", "description": "The limits.d file written."},
+            "limits": {"type": "list", "description": "PAM limits written (host_tuning_limits)."},
+            "jemalloc_package": {"type": ["str", "null"],
+                                 "description": "jemalloc package installed; null if not wanted."},
+            "jemalloc_path": {
+                "type": ["str", "null"],
+                "description": "jemalloc library for LD_PRELOAD; null if not wanted."},
+        },
+    },
+    "ascend_rdma": {
+        "role": "rdma",
+        "summary": "RDMA devices and ports found, and whether the host meets its requirement.",
+        "readers": [],
+        "keys": {
+            "sysfs_path": {"type": "str", "description": "Where the devices were read."},
+            "required": {"type": "bool", "description": "rdma_required."},
+            "min_active_ports": {"type": "int",
+                                 "description": "rdma_required_min_active_ports."},
+            "active_ports": {"type": "int", "description": "Ports in state ACTIVE."},
+            "requirement_met": {"type": "bool",
+                                "description": "A device and enough ACTIVE ports were found."},
+            "packages": {"type": "list", "description": "RDMA packages installed, sorted."},
+            "devices": {"type": "list",
+                        "description": "Devices with their ports, GIDs and RoCE versions "
+                                       "(module rdma_facts)."},
+        },
+    },
+    "ascend_swap": {
+        "role": "swap",
+        "summary": "The swap file and whether it is active.",
+        "readers": ["doctor (swap-inactive, swap-not-applied)"],
+        "keys": {
+            "size_gb": {"type": "int", "description": "Size in GiB (0: no swap file)."},
+            "file": {"type": "str", "description": "Path of the swap file."},
+            "priority": {
+                "type": ["int", "null"],
+                "description": "swapon priority; null for the kernel's default or size 0."},
+            "active": {"type": "bool", "description": "Switched on now."},
+            "reason": {"type": "str", "required": False,
+                       "description": "Why it is not active; present only when active is false."},
+        },
+    },
+    "ascend_hccl": {
+        "role": "hccl",
+        "summary": "The HCCL environment written for the serving unit.",
+        "readers": [
+            "vllm_service (the head's env.HCCL_IF_IP, through hostvars)",
+            "doctor collector and doctor (env_file)",
+        ],
+        "keys": {
+            "env_file": {"type": "str", "description": "The environment file written."},
+            "env": {"type": "dict", "description": "Variable -> value, as in the file."},
+        },
+    },
+    "ascend_npu_driver": {
+        "role": "npu_driver",
+        "summary": "Driver and firmware installed, and a pending reboot.",
+        "readers": [
+            "npu_driver (module npu_driver_facts: the pending reboot)",
+            "rollout (stack_set)",
+            "fleet status (stack_set, versions, reboot_pending)",
+            "doctor collector (install_path) and doctor (versions, reboot-pending)",
+        ],
+        "keys": {
+            "stack_set": {"type": "str", "description": _SET_NAME + "the driver is for."},
+            "driver_version": {"type": "str", "description": "Driver installed ('' if none)."},
+            "firmware_version": {"type": "str",
+                                 "description": "Firmware installed ('' if none)."},
+            "install_path": {"type": "str", "description": "Driver install path."},
+            "run_user": {"type": "str", "description": "The driver's run user."},
+            "reboot_pending": {"type": "bool",
+                               "description": "A reboot is needed to load what was installed."},
+            "reboot_pending_boot_id": {
+                "type": "str",
+                "description": "Boot id when the reboot became pending ('' if none); a new boot "
+                               "id clears it."},
+        },
+    },
+    "ascend_npu_network": {
+        "role": "npu_network",
+        "summary": "The device NIC plan of this host, once configured and verified.",
+        "readers": ["doctor collector (conf, devices)"],
+        "keys": {
+            "conf": {"type": "str", "description": "Path of hccn.conf written."},
+            "chip": {"type": "str", "description": "Chip family of the plan."},
+            "index": {"type": "int", "description": "Host index in the fleet's plan."},
+            "tls": {"type": "bool", "description": "TLS enabled on the device NICs."},
+            "devices": {"type": "list",
+                        "description": "Per device: device, address, netmask, gateway, netdetect."},
+        },
+    },
+    "ascend_cann": {
+        "role": "cann",
+        "summary": "The CANN installed and the environment a service must source.",
+        "readers": [
+            "rollout (stack_set)",
+            "vllm_service (set_env)",
+            "ascend-serve serve and tune (set_env)",
+            "fleet status (stack_set, version)",
+            "doctor collector (toolkit_root, profile_script, env_file) and doctor",
+        ],
+        "keys": {
+            "stack_set": {"type": "str", "description": _SET_NAME + "CANN is from."},
+            "version": {"type": "str", "description": "CANN version."},
+            "toolkit_root": {"type": "str", "description": "The toolkit's versioned directory."},
+            "nnal": {"type": "bool", "description": "NNAL (ATB) installed."},
+            "set_env": {"type": "list",
+                        "description": "Scripts a service must source, in order."},
+            "profile_script": {"type": "str", "description": "profile.d script for login shells."},
+            "env_file": {"type": "str",
+                         "description": "The same environment as KEY=value for systemd."},
+        },
+    },
+    "ascend_python_env": {
+        "role": "python_env",
+        "summary": "The serving Python environment and its locked packages.",
+        "readers": [
+            "rollout (stack_set)",
+            "vllm_service (prefix, stack_set)",
+            "ascend-serve serve and tune (python)",
+            "fleet status (stack_set, packages)",
+            "doctor collector (python, packages) and doctor",
+        ],
+        "keys": {
+            "stack_set": {"type": "str", "description": _SET_NAME + "of the environment."},
+            "platform": {"type": "str", "description": "The set's platform (ascend, cpu)."},
+            "manager": {"type": "str", "choices": ["venv", "conda"],
+                        "description": "python_env_manager."},
+            "prefix": {"type": "str", "description": "The environment's prefix."},
+            "python": {"type": "str", "description": "Its interpreter."},
+            "python_version": {"type": "str", "description": "Python X.Y."},
+            "packages": {"type": "dict", "description": "Distribution -> version, as locked."},
+        },
+    },
+    "ascend_model_store": {
+        "role": "model_store",
+        "summary": "The models staged on this host, one entry per model (kept across runs).",
+        "readers": ["fleet status (complete)"],
+        "entries": {
+            "name": "model_store_name",
+            "keys": {
+                "dir": {"type": "str", "description": "The model directory."},
+                "files": {"type": "int", "description": "Files in the manifest."},
+                "bytes": {"type": "int", "description": "Their total size."},
+                "complete": {"type": "bool",
+                             "description": "Every file present and verified."},
+            },
+        },
+    },
+    "ascend_vllm_service": {
+        "role": "vllm_service",
+        "summary": "The vLLM server this host runs (or takes part in).",
+        "readers": [
+            "rollout (unit)",
+            "fleet status and the fleet_status playbook (profile, role, url, unit)",
+            "doctor collector (unit, launcher) and doctor",
+        ],
+        "keys": {
+            "profile": {"type": "str", "description": "Serving profile."},
+            "served_name": {"type": "str", "description": "Model name the API serves."},
+            "role": {"type": "str", "choices": ["head", "headless"],
+                     "description": "head (rank 0, serves the API) or headless."},
+            "rank": {"type": "int", "description": "Node rank in the profile's group."},
+            "unit": {"type": "str", "description": "systemd unit."},
+            "url": {"type": "str", "description": "API base URL ('' on a headless node)."},
+            "launcher": {"type": "str", "description": "Launcher script the unit runs."},
+            "model_dir": {"type": "str", "description": "Model directory served."},
+            "api_key": {"type": "bool", "description": "An API key is required (never the key)."},
+        },
+    },
+    "ascend_rollout": {
+        "role": "rollout",
+        "summary": "Where an upgrade (playbook upgrade.yml) left this host.",
+        "readers": ["rollout (an unfinished upgrade)", "fleet status (phase, set, to_set)"],
+        "keys": {
+            "phase": {"type": "str", "choices": ["draining", "upgrading", "done"],
+                      "description": "draining and upgrading: out of the load balancer."},
+            "from_set": {"type": "str", "required": False,
+                         "description": "Set before the upgrade (draining, upgrading)."},
+            "to_set": {"type": "str", "required": False,
+                       "description": "Set being installed (draining, upgrading)."},
+            "set": {"type": "str", "required": False,
+                    "description": "Set installed and validated (done)."},
+        },
+    },
+}
+
+
+class LedgerError(ValueError):
+    """A record the schema refuses, or a ledger it does not know."""
+
+
+def _type_name(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "bool"
+    if isinstance(value, int):
+        return "int"
+    if isinstance(value, float):
+        return "float"
+    if isinstance(value, str):
+        return "str"
+    if isinstance(value, (list, tuple)):
+        return "list"
+    if isinstance(value, dict):
+        return "dict"
+    return type(value).__name__
+
+
+def _types(spec: dict[str, Any]) -> list[str]:
+    kind = spec["type"]
+    return list(kind) if isinstance(kind, (list, tuple)) else [kind]
+
+
+def _check(record: Any, keys: dict[str, dict[str, Any]], where: str) -> list[str]:
+    if not isinstance(record, dict):
+        return [f"{where} must be an object, got {_type_name(record)}"]
+    problems = []
+    missing = [k for k, spec in keys.items() if spec.get("required", True) and k not in record]
+    if missing:
+        problems.append(f"{where}: missing required key(s) {', '.join(missing)}")
+    unknown = sorted(str(k) for k in record if k not in keys)
+    if unknown:
+        problems.append(f"{where}: unknown key(s) {', '.join(unknown)} (not in the schema; "
+                        "add them to module_utils/ledger.py and docs/ledger.md first)")
+    for key in sorted(k for k in record if k in keys):
+        spec, value = keys[key], record[key]
+        found = _type_name(value)
+        if found not in _types(spec):
+            problems.append(f"{where}.{key} must be {' or '.join(_types(spec))}, got {found} "
+                            f"{json.dumps(value, default=repr)[:60]}")
+        elif spec.get("choices") and value not in spec["choices"]:
+            problems.append(f"{where}.{key} must be one of {', '.join(spec['choices'])}, "
+                            f"got {value!r}")
+        elif found == "dict" and spec.get("keys"):
+            problems += _check(value, spec["keys"], f"{where}.{key}")
+    return problems
+
+
+def validate(name: str, role: str, record: Any) -> None:
+    """Raise :class:`LedgerError` listing every way ``record`` does not fit ledger ``name``."""
+    ledger = LEDGERS.get(name)
+    if ledger is None:
+        raise LedgerError(f"unknown ledger {name!r}; known: {', '.join(sorted(LEDGERS))}")
+    if role != ledger["role"]:
+        raise LedgerError(f"ledger {name} is written by role {ledger['role']}, not {role!r}")
+    if "entries" in ledger:
+        if not isinstance(record, dict):
+            problems = [f"{name} must be an object, got {_type_name(record)}"]
+        else:
+            problems = []
+            for entry in sorted(record):
+                problems += _check(record[entry], ledger["entries"]["keys"], f"{name}.{entry}")
+    else:
+        problems = _check(record, ledger["keys"], name)
+    try:
+        dumps(record)
+    except (TypeError, ValueError) as exc:
+        problems.append(f"{name} is not plain JSON: {exc}")
+    if problems:
+        raise LedgerError(f"refused record for ledger {name} (schema version {SCHEMA_VERSION}, "
+                          "docs/ledger.md): " + "; ".join(problems))
+
+
+def dumps(record: Any) -> str:
+    """The file's text: the same bytes Ansible's to_nice_json(indent=2) gives, plus a newline."""
+    return json.dumps(record, indent=2, sort_keys=True, separators=(",", ": "),
+                      allow_nan=False) + "\n"
+
+
+def canonical(record: Any) -> str:
+    """A comparable form: equal only for equal JSON (true is not 1, 1 is not 1.0)."""
+    return json.dumps(record, sort_keys=True, separators=(",", ":"))
+
+
+def fact_path(name: str, facts_dir: str = FACTS_DIR) -> str:
+    return facts_dir.rstrip("/") + "/" + name + ".fact"
+
+
+def key_rows(name: str) -> list[tuple[str, dict[str, Any]]]:
+    """(dotted key, spec) of every documented key of a ledger, nested keys after their parent;
+    an entries ledger's keys are under ``<entry>.``."""
+    ledger = LEDGERS[name]
+    rows: list[tuple[str, dict[str, Any]]] = []
+
+    def walk(keys: dict[str, dict[str, Any]], prefix: str) -> None:
+        for key, spec in keys.items():
+            rows.append((prefix + key, spec))
+            if spec.get("keys"):
+                walk(spec["keys"], prefix + key + ".")
+
+    if "entries" in ledger:
+        walk(ledger["entries"]["keys"], "<" + ledger["entries"]["name"] + ">.")
+    else:
+        walk(ledger["keys"], "")
+    return rows
+
+
+def markdown() -> str:
+    """The per-ledger tables of docs/ledger.md (between its generated-section markers)."""
+    out = [f"Schema version {SCHEMA_VERSION}. Handler topic: `{TOPIC}`.", ""]
+    for name in sorted(LEDGERS):
+        ledger = LEDGERS[name]
+        mode = "0600" if ledger.get("secret") else "0644"
+        out += [f"### `{name}`", "",
+                f"Written by role `{ledger['role']}` to `{fact_path(name)}` (mode {mode}), "
+                f"read back as `ansible_local.{name}`. {ledger['summary']}", ""]
+        if "entries" in ledger:
+            out += [f"One entry per `{ledger['entries']['name']}`, each with these keys.", ""]
+        readers = ledger["readers"]
+        out += ["Read by: " + ("; ".join(readers) if readers else "the doctor bundle only") + ".",
+                ""]
+        out += ["| Key | Type | Required | Meaning |", "| --- | --- | --- | --- |"]
+        for key, spec in key_rows(name):
+            kind = " or ".join(_types(spec))
+            if spec.get("choices"):
+                kind += ": " + ", ".join(spec["choices"])
+            required = "yes" if spec.get("required", True) else "no"
+            out.append(f"| `{key}` | {kind} | {required} | {spec['description']} |")
+        out.append("")
+    return "\n".join(out)
+
+
+if __name__ == "__main__":
+    print(markdown(), end="")

@@ -1,0 +1,111 @@
+"""The options and arguments several ``ascend-serve`` commands share, defined once.
+
+Each is a typer ``Annotated`` type: a command declares ``as_json: JsonFlag = False`` and gets the
+same flag, help and checks as every other command with it. Options one command alone has stay in
+that command's module.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from ascend_serve.bench.runner import ENDPOINTS
+from ascend_serve.cli.console import fail
+from ascend_serve.serving.profiles import ProfileError, load_raw
+from ascend_serve.stack.npusmi import DEFAULT_NPU_SMI
+
+JSON_HELP = "Print JSON for machines."
+
+
+def json_option(text: str = JSON_HELP) -> Any:
+    """``--json`` with a command's own description of what it prints (``text``)."""
+    return typer.Option("--json", help=text)
+
+
+def _profile_names(incomplete: str) -> list[str]:
+    """Shell completion of a profile name: the default profiles file's names."""
+    try:
+        return sorted(n for n in load_raw() if n.startswith(incomplete))
+    except ProfileError:
+        return []
+
+
+# --- output --------------------------------------------------------------------------------------
+
+JsonFlag = Annotated[bool, json_option()]
+
+# --- servers and profiles ------------------------------------------------------------------------
+
+ServerUrl = Annotated[
+    str, typer.Argument(help="Server URL, e.g. http://127.0.0.1:8000 (a /v1 suffix is accepted).")
+]
+ProfileName = Annotated[str, typer.Argument(help="Serving profile (ascend-serve profiles list).",
+                                            autocompletion=_profile_names)]
+ProfileFiles = Annotated[list[Path] | None, typer.Option(
+    "--profiles", help="Extra profile file(s), read after serving-profiles.yml; repeatable.")]
+ProfileSet = Annotated[list[str] | None, typer.Option(
+    "--set", help="Override a profile field, FIELD=VALUE (YAML value), e.g. "
+    "vllm.max-model-len=8192 or parallel.tensor=8; repeatable.")]
+ModelDir = Annotated[Path | None, typer.Option(
+    help="Model directory (default /var/lib/ascend-serve/models/<profile's model name>).")]
+ServingEnv = Annotated[Path | None, typer.Option(
+    help="The serving environment (default: the python_env role's, from its local fact).")]
+ListenHost = Annotated[str | None, typer.Option(help="Listen address (profile's host).")]
+ListenPort = Annotated[int | None, typer.Option(min=1, max=65535, help="Listen port.")]
+HealthTimeout = Annotated[int | None, typer.Option(
+    min=1, help="Seconds to wait for /health (default: the profile's health_timeout_s).")]
+NpuSmi = Annotated[str | None, typer.Option(
+    "--npu-smi", metavar="PATH",
+    help=f"npu-smi to run (default: npu-smi on PATH, else {DEFAULT_NPU_SMI}).")]
+
+# --- load (bench, tune) --------------------------------------------------------------------------
+
+ApiEndpoint = Annotated[str, typer.Option(help=f"API to load: {' or '.join(ENDPOINTS)}.")]
+
+# --- Ansible runs (deploy, fleet status) ---------------------------------------------------------
+
+Inventory = Annotated[list[str] | None, typer.Option(
+    "-i", "--inventory", metavar="INVENTORY",
+    help="Inventory file or directory; repeatable (default: the project's "
+    "inventories/local/hosts.yml; required without a project checkout).")]
+Limit = Annotated[str | None, typer.Option(
+    "-l", "--limit", metavar="PATTERN", help="Only these hosts (Ansible's --limit).")]
+RunDir = Annotated[Path | None, typer.Option(
+    "--run-dir", metavar="DIR",
+    help="Where to keep this run's event log and artifacts (new or empty; default "
+    ".ascend-serve/runs/<UTC time>-<playbook>).")]
+
+
+# --- values --------------------------------------------------------------------------------------
+
+
+def positive_ints(text: str, option: str) -> list[int]:
+    """``"1,2,4"`` → ``[1, 2, 4]`` (duplicates dropped, order kept) for ``option``; raises
+    ``ValueError`` naming the option."""
+    values: list[int] = []
+    for part in (p.strip() for p in text.split(",")):
+        if not part:
+            continue
+        try:
+            value = int(part)
+        except ValueError as exc:
+            raise ValueError(f"{option} {part!r} is not a whole number") from exc
+        if value < 1:
+            raise ValueError(f"{option} must be at least 1, not {value}")
+        if value not in values:
+            values.append(value)
+    if not values:
+        raise ValueError(f"{option} needs at least one number (e.g. 8 or 1,2,4,8)")
+    return values
+
+
+def int_list(text: str, option: str) -> list[int]:
+    """:func:`positive_ints` for a command: a bad list is :func:`fail` (exit 2)."""
+    try:
+        return positive_ints(text, option)
+    except ValueError as exc:
+        raise fail(str(exc)) from exc
+
