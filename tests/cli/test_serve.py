@@ -52,6 +52,21 @@ def _events(stream: IO[str], until: set[str], timeout: float) -> Iterator[dict[s
             return
 
 
+def _outcome(proc: subprocess.Popen[str], timeout: float, events: list[dict[str, object]]
+             ) -> tuple[int, str]:
+    """The exit status and stderr of a ``serve --json`` that does not become ready; its events up
+    to its end (``failed`` or ``exited``) go into ``events`` as they come. A serve left running
+    is killed (its group)."""
+    assert proc.stdout is not None and proc.stderr is not None
+    try:
+        events += _events(proc.stdout, {"ready", "failed", "exited"}, timeout)
+        return proc.wait(timeout=60), proc.stderr.read()
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(timeout=30)
+
+
 @pytest.fixture(scope="module")
 def deepseek_model(tmp_path_factory: pytest.TempPathFactory, vllm_pool: VllmPool) -> Path:
     # One vLLM at a time on this machine: the shared test servers stop while these tests run.
@@ -131,15 +146,8 @@ def test_server_dying_on_start_is_reported_without_orphans(
     # checks would refuse it first, on the memory fit: skipped to reach vLLM's own error).
     proc = _serve(deepseek_model, tmp_path / "run", _free_port(),
                   "--set", "vllm.max-model-len=1000000", "--skip-checks")
-    assert proc.stdout is not None and proc.stderr is not None
-    try:
-        every = list(_events(proc.stdout, {"ready", "failed", "exited"}, 400))
-        code = proc.wait(timeout=60)
-        err = proc.stderr.read()
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait(timeout=30)
+    every: list[dict[str, object]] = []
+    code, err = _outcome(proc, 400, every)
     events = [e for e in every if e["event"] != "phase"]
     names = [e["event"] for e in events]
     assert names == ["started", "failed"], (names, err)
@@ -236,6 +244,15 @@ def _kill_started(events: list[dict[str, object]]) -> None:
             os.killpg(int(event["pid"]), signal.SIGKILL)  # type: ignore[call-overload]
 
 
+@pytest.fixture
+def started() -> Iterator[list[dict[str, object]]]:
+    """Where a test puts the events of its serves: the servers they started are killed after
+    the test (its assertions see what serve itself left)."""
+    events: list[dict[str, object]] = []
+    yield events
+    _kill_started(events)
+
+
 def _expected_phases(sample: str) -> list[str]:
     phases: list[str] = json.loads((CORPUS / f"{sample}.expected.json").read_text())["phases"]
     return phases
@@ -287,20 +304,13 @@ def test_serve_names_the_phase_and_the_fix_when_vllm_dies(fake_venv: Path, tmp_p
     assert "last lines of" in err and "Process EngineCore:" not in out
 
 
-def test_serve_names_the_phase_and_the_fix_on_a_timeout(fake_venv: Path, tmp_path: Path) -> None:
+def test_serve_names_the_phase_and_the_fix_on_a_timeout(
+    fake_venv: Path, tmp_path: Path, started: list[dict[str, object]]
+) -> None:
     proc = _serve_fake(fake_venv, tmp_path / "run", "ascend-glm5-w4a8-loading-issue6734", "hang",
                        "--json", "--timeout", "3")
-    assert proc.stdout is not None and proc.stderr is not None
-    events: list[dict[str, object]] = []
-    try:
-        events += _events(proc.stdout, {"ready", "failed", "exited"}, 60)
-        code = proc.wait(timeout=60)
-        err = proc.stderr.read()
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait(timeout=30)
-        _kill_started(events)
+    code, err = _outcome(proc, 60, started)
+    events = started
     assert code == 3, err
     assert [e["event"] for e in events] == ["started", "phase", "failed"]
     assert events[1]["phase"] == "loading_weights"

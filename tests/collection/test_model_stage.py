@@ -43,6 +43,12 @@ def make_source(root: Path) -> dict[str, Any]:
     return {"format": 1, "name": "tiny", "files": sorted(files, key=lambda f: f["path"])}
 
 
+def from_path(src: Path, manifest: dict[str, Any], dest: Path, staging: Path) -> dict[str, Any]:
+    """The module's arguments to stage ``manifest`` from the directory ``src`` into ``dest``."""
+    return {"manifest": manifest, "dest": str(dest), "staging_dir": str(staging),
+            "source_kind": "path", "source": str(src)}
+
+
 @pytest.fixture
 def source(tmp_path: Path) -> tuple[Path, dict[str, Any]]:
     src = tmp_path / "mirror" / "tiny"
@@ -54,9 +60,8 @@ def test_path_source_stages_and_a_rerun_hashes_nothing(
 ) -> None:
     src, manifest = source
     dest, staging = tmp_path / "models" / "tiny", tmp_path / "models" / ".tiny.staging"
-    common: dict[str, Any] = {
-        "manifest": manifest, "dest": str(dest), "staging_dir": str(staging)}
-    first = run_module(tmp_path, source_kind="path", source=str(src), **common)
+    common = from_path(src, manifest, dest, staging)
+    first = run_module(tmp_path, **common)
     assert first["changed"] and first["complete"], first
     assert sorted(first["fetched"]) == [f["path"] for f in manifest["files"]]
     for entry in manifest["files"]:
@@ -66,17 +71,17 @@ def test_path_source_stages_and_a_rerun_hashes_nothing(
     assert written["files"] == manifest["files"]
     assert not staging.exists()  # emptied staging directory removed
 
-    again = run_module(tmp_path, source_kind="path", source=str(src), **common)
+    again = run_module(tmp_path, **common)
     assert not again["changed"] and again["fetched"] == [] and again["hashed"] == []
 
     # A file whose mtime moved is hashed once (same bytes: nothing fetched) ...
     os.utime(dest / "config.json", (1, 1))
-    touched = run_module(tmp_path, source_kind="path", source=str(src), **common)
+    touched = run_module(tmp_path, **common)
     assert touched["hashed"] == ["config.json"] and touched["fetched"] == []
     # ... and recorded, so the next run hashes nothing again.
-    assert run_module(tmp_path, source_kind="path", source=str(src), **common)["hashed"] == []
+    assert run_module(tmp_path, **common)["hashed"] == []
 
-    full = run_module(tmp_path, source_kind="path", source=str(src), verify="full", **common)
+    full = run_module(tmp_path, verify="full", **common)
     assert sorted(full["hashed"]) == [f["path"] for f in manifest["files"]]
     assert not full["changed"]
 
@@ -86,9 +91,7 @@ def test_damage_in_the_model_directory_is_repaired_by_full_verify(
 ) -> None:
     src, manifest = source
     dest = tmp_path / "models" / "tiny"
-    common: dict[str, Any] = {
-        "manifest": manifest, "dest": str(dest), "staging_dir": str(tmp_path / "stage"),
-        "source_kind": "path", "source": str(src)}
+    common = from_path(src, manifest, dest, tmp_path / "stage")
     run_module(tmp_path, **common)
     target = dest / "model.safetensors"
     data = bytearray(target.read_bytes())
@@ -109,8 +112,7 @@ def test_a_damaged_source_file_is_discarded_and_named(
     src, manifest = source
     (src / "model.safetensors").write_bytes(os.urandom(300_000))  # same size, other bytes
     dest, staging = tmp_path / "models" / "tiny", tmp_path / "stage"
-    result = run_module(tmp_path, manifest=manifest, dest=str(dest), staging_dir=str(staging),
-                        source_kind="path", source=str(src))
+    result = run_module(tmp_path, **from_path(src, manifest, dest, staging))
     assert result["failed"]
     assert "model.safetensors failed verification and was discarded" in result["msg"]
     assert manifest["files"][1]["sha256"] in result["msg"]
@@ -126,8 +128,7 @@ def test_not_enough_disk_is_refused_with_numbers_before_any_change(
 ) -> None:
     src, manifest = source
     dest = tmp_path / "models" / "tiny"
-    result = run_module(tmp_path, manifest=manifest, dest=str(dest),
-                        staging_dir=str(tmp_path / "stage"), source_kind="path", source=str(src),
+    result = run_module(tmp_path, **from_path(src, manifest, dest, tmp_path / "stage"),
                         min_free_bytes=1 << 60)
     assert result["failed"]
     assert "not enough disk for model tiny" in result["msg"]
@@ -155,9 +156,7 @@ def test_a_disk_that_fills_up_while_staging_fails_clearly_and_a_rerun_resumes(
 ) -> None:
     src, manifest = source
     dest = small_disk / "models" / "tiny"
-    common: dict[str, Any] = {
-        "manifest": manifest, "dest": str(dest), "source_kind": "path", "source": str(src),
-        "staging_dir": str(small_disk / "models" / ".tiny.staging")}
+    common = from_path(src, manifest, dest, small_disk / "models" / ".tiny.staging")
     full = run_module(tmp_path, **common)
     assert full["failed"] and full["complete"] is False
     assert full["msg"].startswith(f"disk full while staging model tiny in {dest}"), full["msg"]
@@ -186,9 +185,7 @@ def test_check_mode_and_plan_only_change_nothing(
 ) -> None:
     src, manifest = source
     dest = tmp_path / "models" / "tiny"
-    common: dict[str, Any] = {
-        "manifest": manifest, "dest": str(dest), "staging_dir": str(tmp_path / "stage"),
-        "source_kind": "path", "source": str(src)}
+    common = from_path(src, manifest, dest, tmp_path / "stage")
     checked = run_module(tmp_path, check_mode=True, **common)
     assert checked["changed"] and len(checked["plan"]) == 3 and not dest.exists()
     planned = run_module(tmp_path, plan_only=True, **common)

@@ -77,7 +77,28 @@ class Prompt:
     output_len: int
 
 
-class _FastTokenizer:
+class _LibraryTokenizer:
+    """What the two tokenizer libraries' adapters below share; ``_tok`` is the library's own."""
+
+    name: str
+    vocab_size: int
+    special_ids: frozenset[int]
+    _tok: Any
+
+    def decode(self, ids: list[int]) -> str:
+        return str(self._tok.decode(ids, skip_special_tokens=False))
+
+    def _decode_each(self, batch: list[list[int]]) -> list[str]:
+        """The texts of several id lists at once (the library's batch decode)."""
+        raise NotImplementedError
+
+    def ordinary_ids(self) -> list[int]:
+        ids = [i for i in range(self.vocab_size) if i not in self.special_ids]
+        texts = self._decode_each([[i] for i in ids])
+        return [i for i, text in zip(ids, texts, strict=True) if text and _REPLACEMENT not in text]
+
+
+class _FastTokenizer(_LibraryTokenizer):
     """A ``tokenizers.Tokenizer`` read from ``tokenizer.json``."""
 
     def __init__(self, path: Path) -> None:
@@ -92,16 +113,11 @@ class _FastTokenizer:
     def encode(self, text: str) -> list[int]:
         return list(self._tok.encode(text, add_special_tokens=False).ids)
 
-    def decode(self, ids: list[int]) -> str:
-        return str(self._tok.decode(ids, skip_special_tokens=False))
-
-    def ordinary_ids(self) -> list[int]:
-        ids = [i for i in range(self.vocab_size) if i not in self.special_ids]
-        texts = self._tok.decode_batch([[i] for i in ids], skip_special_tokens=False)
-        return [i for i, text in zip(ids, texts, strict=True) if text and _REPLACEMENT not in text]
+    def _decode_each(self, batch: list[list[int]]) -> list[str]:
+        return list(self._tok.decode_batch(batch, skip_special_tokens=False))
 
 
-class _HfTokenizer:
+class _HfTokenizer(_LibraryTokenizer):
     """``transformers.AutoTokenizer`` from a local directory (no download)."""
 
     def __init__(self, path: Path) -> None:
@@ -118,13 +134,8 @@ class _HfTokenizer:
     def encode(self, text: str) -> list[int]:
         return list(self._tok.encode(text, add_special_tokens=False))
 
-    def decode(self, ids: list[int]) -> str:
-        return str(self._tok.decode(ids, skip_special_tokens=False))
-
-    def ordinary_ids(self) -> list[int]:
-        ids = [i for i in range(self.vocab_size) if i not in self.special_ids]
-        texts = self._tok.batch_decode([[i] for i in ids], skip_special_tokens=False)
-        return [i for i, text in zip(ids, texts, strict=True) if text and _REPLACEMENT not in text]
+    def _decode_each(self, batch: list[list[int]]) -> list[str]:
+        return list(self._tok.batch_decode(batch, skip_special_tokens=False))
 
 
 def load_tokenizer(path: str | Path) -> Tokenizer:

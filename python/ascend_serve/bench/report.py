@@ -54,8 +54,13 @@ def _fmt(value: Any, pattern: str = "{:.2f}") -> str:
     return str(value)
 
 
-def _percentile_keys(result: BenchResult, name: str) -> list[str]:
-    return [f"p{percentile_label(p)}_{name}_ms" for p in result.config.all_percentiles()]
+def latency_rows(result: BenchResult) -> list[tuple[str, str]]:
+    """The latency rows of a metrics table, (label, vLLM field): the mean, median and reported
+    percentiles of TTFT, TPOT, ITL and E2EL, e.g. ``("P99 TTFT (ms)", "p99_ttft_ms")``."""
+    percentiles = [f"p{percentile_label(p)}" for p in result.config.all_percentiles()]
+    stats = ["mean", "median", *percentiles]
+    return [(f"{stat.capitalize() if stat in ('mean', 'median') else stat.upper()} {title} (ms)",
+             f"{stat}_{name}_ms") for name, title in _LATENCY_NAMES for stat in stats]
 
 
 def markdown(results: Sequence[BenchResult], plots: Sequence[str] = ()) -> str:
@@ -85,13 +90,9 @@ def markdown(results: Sequence[BenchResult], plots: Sequence[str] = ()) -> str:
     for label, key, pattern in _RATE_ROWS:
         lines.append(f"| {label} | "
                      + " | ".join(_fmt(r.metrics.get(key), pattern) for r in results) + " |")
-    for name, title in _LATENCY_NAMES:
-        keys = [f"mean_{name}_ms", f"median_{name}_ms", *_percentile_keys(first, name)]
-        for key in keys:
-            stat = key.split("_", 1)[0]
-            lines.append(f"| {stat.capitalize() if stat in ('mean', 'median') else stat.upper()}"
-                         f" {title} (ms) | "
-                         + " | ".join(_fmt(r.metrics.get(key)) for r in results) + " |")
+    for label, key in latency_rows(first):
+        lines.append(f"| {label} | " + " | ".join(_fmt(r.metrics.get(key)) for r in results)
+                     + " |")
     for r in results:
         errors = r.first_errors()
         if errors:

@@ -20,7 +20,7 @@ import contextlib
 import json
 import math
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import KW_ONLY, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -192,21 +192,19 @@ def sweep(settings: Sequence[Setting], concurrencies: Sequence[int], serve: Serv
     return trials
 
 
+@dataclass
 class ProfileServer:
     """Starts the profile's server with a setting's flags, as ``ascend-serve serve`` would."""
 
-    def __init__(self, profile_name: str, *, overrides: dict[str, Any],
-                 profile_files: list[Path] | None, model_dir: Path, env_dir: Path,
-                 run_dir: Path, timeout: float | None = None,
-                 api_key: str | None = None) -> None:
-        self.profile_name = profile_name
-        self.overrides = overrides
-        self.profile_files = profile_files
-        self.model_dir = model_dir
-        self.env_dir = env_dir
-        self.run_dir = run_dir
-        self.timeout = timeout
-        self.api_key = api_key
+    profile_name: str
+    _: KW_ONLY
+    overrides: dict[str, Any]
+    profile_files: list[Path] | None
+    model_dir: Path
+    env_dir: Path
+    run_dir: Path
+    timeout: float | None = None
+    api_key: str | None = None
 
     def profile(self, setting: Setting | None = None) -> Profile:
         """The profile with the operator's overrides and, if given, the setting's flags."""

@@ -12,8 +12,8 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from ascend_serve.bench.metrics import RequestRecord, parse_percentiles, percentile_label
-from ascend_serve.bench.report import run_label, sweep_rows, write_reports
+from ascend_serve.bench.metrics import RequestRecord, parse_percentiles
+from ascend_serve.bench.report import latency_rows, run_label, sweep_rows, write_reports
 from ascend_serve.bench.runner import (
     DEFAULT_INPUT_LEN,
     DEFAULT_NUM_PROMPTS,
@@ -39,7 +39,18 @@ from ascend_serve.cli.console import (
     err_console,
     fail,
 )
-from ascend_serve.cli.options import ApiEndpoint, NpuSmi, ServerUrl, json_option, positive_ints
+from ascend_serve.cli.options import (
+    ApiEndpoint,
+    Cards,
+    InputLen,
+    NpuSmi,
+    NumPrompts,
+    ServerUrl,
+    Telemetry,
+    Warmup,
+    json_option,
+    positive_ints,
+)
 from ascend_serve.node.validate import DEFAULT_API_KEY_ENV, url_error
 from ascend_serve.stack import npusmi
 
@@ -75,13 +86,8 @@ def _table(results: list[BenchResult]) -> Table:
         cells = ["-" if r.metrics.get(key) is None else pattern.format(r.metrics[key])
                  for r in results]
         table.add_row(label, *cells)
-    for name, title in (("ttft", "TTFT"), ("tpot", "TPOT"), ("itl", "ITL"), ("e2el", "E2EL")):
-        stats = ["mean", "median"] + [f"p{percentile_label(p)}"
-                                      for p in first.config.all_percentiles()]
-        for stat in stats:
-            key = f"{stat}_{name}_ms"
-            table.add_row(f"{stat.capitalize() if stat[0] == 'm' else stat.upper()} {title} (ms)",
-                          *[f"{r.metrics.get(key, 0.0):.2f}" for r in results])
+    for label, key in latency_rows(first):
+        table.add_row(label, *[f"{r.metrics.get(key, 0.0):.2f}" for r in results])
     return table
 
 
@@ -110,84 +116,51 @@ def _telemetry_line(r: BenchResult) -> str | None:
 
 def bench(
     url: ServerUrl,
-    model: Annotated[
-        str | None,
-        typer.Option("--model", "--served-name",
-                     help="Served model name (default: the first of /v1/models)."),
-    ] = None,
+    model: Annotated[str | None, typer.Option(
+        "--model", "--served-name",
+        help="Served model name (default: the first of /v1/models).")] = None,
     endpoint: ApiEndpoint = "completions",
-    concurrency: Annotated[
-        str | None,
-        typer.Option(help="Most requests in flight; a list (1,2,4,8) sweeps, one run each "
-                          "(default: no cap)."),
-    ] = None,
-    request_rate: Annotated[
-        float,
-        typer.Option(help="Requests sent per second (inf: all at once); with --concurrency "
-                          "also capped in flight."),
-    ] = math.inf,
-    arrival: Annotated[
-        str, typer.Option(help="Spacing of arrivals at a finite rate: poisson or constant.")
-    ] = "poisson",
-    num_prompts: Annotated[
-        int, typer.Option(help="Measured requests per run.")
-    ] = DEFAULT_NUM_PROMPTS,
-    input_len: Annotated[
-        int, typer.Option(help="Prompt tokens of the random prompts (special tokens included).")
-    ] = DEFAULT_INPUT_LEN,
-    output_len: Annotated[
-        int | None,
-        typer.Option(help=f"Output tokens per request (default {DEFAULT_OUTPUT_LEN}; with "
-                          "--dataset: the length of each conversation's answer)."),
-    ] = None,
-    tokenizer: Annotated[
-        Path | None,
-        typer.Option(metavar="PATH",
-                     help="Local model directory (or tokenizer.json) to make prompts with "
-                          "(default: the served model's path, when the server is on this host)."
-                          " Nothing is downloaded."),
-    ] = None,
-    dataset: Annotated[
-        Path | None,
-        typer.Option(metavar="FILE",
-                     help="ShareGPT-style JSON/JSONL conversations instead of random prompts."),
-    ] = None,
-    warmup: Annotated[
-        int, typer.Option(help="Warm-up requests sent first, not measured.")
-    ] = DEFAULT_WARMUP,
+    concurrency: Annotated[str | None, typer.Option(
+        help="Most requests in flight; a list (1,2,4,8) sweeps, one run each (default: no "
+        "cap).")] = None,
+    request_rate: Annotated[float, typer.Option(
+        help="Requests sent per second (inf: all at once); with --concurrency also capped in "
+        "flight.")] = math.inf,
+    arrival: Annotated[str, typer.Option(
+        help="Spacing of arrivals at a finite rate: poisson or constant.")] = "poisson",
+    num_prompts: NumPrompts = DEFAULT_NUM_PROMPTS,
+    input_len: InputLen = DEFAULT_INPUT_LEN,
+    output_len: Annotated[int | None, typer.Option(
+        help=f"Output tokens per request (default {DEFAULT_OUTPUT_LEN}; with --dataset: the "
+        "length of each conversation's answer).")] = None,
+    tokenizer: Annotated[Path | None, typer.Option(
+        metavar="PATH",
+        help="Local model directory (or tokenizer.json) to make prompts with (default: the "
+        "served model's path, when the server is on this host). Nothing is downloaded.")] = None,
+    dataset: Annotated[Path | None, typer.Option(
+        metavar="FILE",
+        help="ShareGPT-style JSON/JSONL conversations instead of random prompts.")] = None,
+    warmup: Warmup = DEFAULT_WARMUP,
     seed: Annotated[int, typer.Option(help="Seed of the prompts and arrivals.")] = 0,
-    ignore_eos: Annotated[
-        bool, typer.Option(help="Ask vLLM to generate exactly the output length.")
-    ] = True,
-    api_key: Annotated[
-        str | None,
-        typer.Option(envvar=DEFAULT_API_KEY_ENV, show_envvar=True,
-                     help="API key (better from the environment than the command line)."),
-    ] = None,
-    slo: Annotated[
-        list[str] | None,
-        typer.Option(help=f"SLO: a preset ({', '.join(PRESETS)}), a YAML file, or expressions "
-                          "like 'ttft_ms:p99<=2000', 'request_throughput>=120/card', "
-                          "'tpot_ms<=100' (per request, for goodput). Repeatable."),
-    ] = None,
-    cards: Annotated[
-        int, typer.Option(help="NPU cards serving (multiplies per-card SLO targets).")
-    ] = 1,
-    percentiles: Annotated[
-        str, typer.Option(help="Latency percentiles to report.")
-    ] = "50,90,99",
-    out: Annotated[
-        Path | None,
-        typer.Option(metavar="DIR", help="Write the JSON result, a markdown report and PNG "
-                                         "plots here."),
+    ignore_eos: Annotated[bool, typer.Option(
+        help="Ask vLLM to generate exactly the output length.")] = True,
+    api_key: Annotated[str | None, typer.Option(
+        envvar=DEFAULT_API_KEY_ENV, show_envvar=True,
+        help="API key (better from the environment than the command line).")] = None,
+    slo: Annotated[list[str] | None, typer.Option(
+        help=f"SLO: a preset ({', '.join(PRESETS)}), a YAML file, or expressions like "
+        "'ttft_ms:p99<=2000', 'request_throughput>=120/card', 'tpot_ms<=100' (per request, "
+        "for goodput). Repeatable.")] = None,
+    cards: Cards = 1,
+    percentiles: Annotated[str, typer.Option(
+        help="Latency percentiles to report.")] = "50,90,99",
+    out: Annotated[Path | None, typer.Option(
+        metavar="DIR", help="Write the JSON result, a markdown report and PNG plots here.")
     ] = None,
     as_json: Annotated[bool, json_option("Print the JSON result.")] = False,
-    timeout: Annotated[
-        float, typer.Option(help="Seconds to wait for any answer of a request.")
-    ] = DEFAULT_TIMEOUT,
-    telemetry: Annotated[
-        bool, typer.Option(help="Sample this host's npu-smi while measuring (when found).")
-    ] = True,
+    timeout: Annotated[float, typer.Option(
+        help="Seconds to wait for any answer of a request.")] = DEFAULT_TIMEOUT,
+    telemetry: Telemetry = True,
     npu_smi: NpuSmi = None,
 ) -> None:
     """Benchmark a running OpenAI-compatible vLLM server with streaming requests.

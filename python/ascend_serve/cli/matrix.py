@@ -104,36 +104,24 @@ def matrix_command(
 
 @matrix_app.command("lock")
 def matrix_lock(
-    set_names: Annotated[
-        list[str] | None, typer.Option("--set", help="Lock this set (repeatable; default all).")
-    ] = None,
-    target_names: Annotated[
-        list[str] | None,
-        typer.Option("--target", help="Only this target, e.g. py3.11-aarch64 (repeatable)."),
-    ] = None,
-    index: Annotated[
-        list[str] | None,
-        typer.Option(help="NAME=URL|DIR: read the set's named index from your mirror "
-                          "(e.g. pytorch-cpu=/opt/wheels); repeatable."),
-    ] = None,
-    index_url: Annotated[
-        str, typer.Option("--index-url", help="The PyPI (mirror) simple index.")
-    ] = PYPI_SIMPLE,
-    exclude_newer: Annotated[
-        str | None,
-        typer.Option(help="Resolve as the index was at this date (default: now); a lock "
-                          "re-resolved with its recorded date must come out the same."),
-    ] = None,
-    check: Annotated[
-        bool, typer.Option("--check", help="Resolve nothing: report stale or missing locks.")
-    ] = False,
-    lock_root: Annotated[
-        Path | None, typer.Option("--locks", help="Lock directory (default: locks/).")
-    ] = None,
-    cache: Annotated[
-        Path | None,
-        typer.Option(help="Cache of sdists and uv's downloads (~/.cache/ascend-serve/lock).")
-    ] = None,
+    set_names: Annotated[list[str] | None, typer.Option(
+        "--set", help="Lock this set (repeatable; default all).")] = None,
+    target_names: Annotated[list[str] | None, typer.Option(
+        "--target", help="Only this target, e.g. py3.11-aarch64 (repeatable).")] = None,
+    index: Annotated[list[str] | None, typer.Option(
+        help="NAME=URL|DIR: read the set's named index from your mirror (e.g. "
+        "pytorch-cpu=/opt/wheels); repeatable.")] = None,
+    index_url: Annotated[str, typer.Option(
+        "--index-url", help="The PyPI (mirror) simple index.")] = PYPI_SIMPLE,
+    exclude_newer: Annotated[str | None, typer.Option(
+        help="Resolve as the index was at this date (default: now); a lock re-resolved with its "
+        "recorded date must come out the same.")] = None,
+    check: Annotated[bool, typer.Option(
+        "--check", help="Resolve nothing: report stale or missing locks.")] = False,
+    lock_root: Annotated[Path | None, typer.Option(
+        "--locks", help="Lock directory (default: locks/).")] = None,
+    cache: Annotated[Path | None, typer.Option(
+        help="Cache of sdists and uv's downloads (~/.cache/ascend-serve/lock).")] = None,
     matrix_file: MatrixFile = None,
     as_json: JsonFlag = False,
 ) -> None:

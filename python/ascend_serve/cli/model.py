@@ -68,6 +68,11 @@ def _hash_progress(description: str, total: int) -> Iterator[ProgressCallback]:
         yield lambda n: progress.advance(task, n)
 
 
+def _size(manifest: Manifest) -> str:
+    """``"12 files, 1.5 GiB"``."""
+    return f"{len(manifest.files)} files, {_human(manifest.total_size)}"
+
+
 def _summary(manifest: Manifest, directory: Path) -> dict[str, Any]:
     return {
         "name": manifest.name,
@@ -133,10 +138,7 @@ def make_tiny(
     console.print(
         f"[green]built[/green] {escape(info.name)} ({', '.join(info.architectures)}, "
         f"{info.parameters:,} parameters, vocab {info.vocab_size}) in {escape(str(out))}: "
-        f"{len(info.manifest.files)} files, {_human(info.manifest.total_size)}, "
-        f"{seconds:.1f} s",
-        highlight=False,
-    )
+        f"{_size(info.manifest)}, {seconds:.1f} s", highlight=False)
 
 
 @model_app.command("manifest")
@@ -166,11 +168,8 @@ def manifest_command(
         typer.echo(json.dumps({**_summary(manifest, directory),
                                "entries": [f.model_dump() for f in manifest.files]}, indent=2))
         return
-    console.print(
-        f"[green]wrote[/green] {escape(str(manifest_path(directory)))}: {escape(manifest.name)}, "
-        f"{len(manifest.files)} files, {_human(manifest.total_size)}",
-        highlight=False,
-    )
+    console.print(f"[green]wrote[/green] {escape(str(manifest_path(directory)))}: "
+                  f"{escape(manifest.name)}, {_size(manifest)}", highlight=False)
 
 
 @model_app.command("verify")
@@ -198,9 +197,6 @@ def verify_command(
             table.add_row(*(escape(v) for v in (p.path, p.kind, p.expected, p.found)))
         console.print(table)
     else:
-        console.print(
-            f"[green]ok[/green] {escape(manifest.name)}: {len(manifest.files)} files, "
-            f"{_human(manifest.total_size)} match {escape(str(manifest_path(directory)))}",
-            highlight=False,
-        )
+        console.print(f"[green]ok[/green] {escape(manifest.name)}: {_size(manifest)} match "
+                      f"{escape(str(manifest_path(directory)))}", highlight=False)
     raise typer.Exit(EXIT_CHECK_FAILED if problems else EXIT_OK)

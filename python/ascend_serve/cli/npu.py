@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable
 from datetime import datetime
 from typing import Annotated
 
@@ -26,7 +27,7 @@ from ascend_serve.cli.console import (
     EXIT_OK,
     console,
     fail,
-    read_input,
+    read_parsed,
 )
 from ascend_serve.cli.options import NpuSmi, json_option
 from ascend_serve.stack.npusmi import (
@@ -48,6 +49,7 @@ npu_app = typer.Typer(
 )
 
 _HEALTH_STYLE = {"OK": "green", "Warning": "yellow"}
+_WORD_COLUMNS = {"Name", "Health", "Bus-Id"}
 
 
 class _SampleError(Exception):
@@ -72,44 +74,36 @@ def _usage(used: int | None, total: int | None) -> str:
     return f"{_number(used)} / {_number(total)}"
 
 
+def _health(chip: Chip) -> str:
+    style = _HEALTH_STYLE.get(chip.health, "red")
+    return f"[{style}]{escape(chip.health)}[/{style}]"
+
+
 def chip_table(chips: list[Chip], title: str) -> Table:
     """The chips as a rich table; Phy-ID / Device / HBM columns only where the layout has them."""
+    has_hbm = any(c.hbm_total_mb is not None for c in chips)
+    # (header, shown, cell of a chip); numbers are right-aligned, words left-aligned
+    columns: list[tuple[str, bool, Callable[[Chip], str]]] = [
+        ("NPU", True, lambda c: str(c.npu)),
+        ("Chip", True, lambda c: str(c.chip)),
+        ("Phy-ID", any(c.phy_id is not None for c in chips), lambda c: _number(c.phy_id)),
+        ("Device", any(c.device_id is not None for c in chips), lambda c: _number(c.device_id)),
+        ("Name", True, lambda c: escape(c.name)),
+        ("Health", True, _health),
+        ("Power(W)", True, lambda c: "-" if c.power_w is None else f"{c.power_w:.1f}"),
+        ("Temp(C)", True, lambda c: _number(c.temp_c)),
+        ("AICore(%)", True, lambda c: _number(c.aicore_pct)),
+        ("HBM(MB)", has_hbm, lambda c: _usage(c.hbm_used_mb, c.hbm_total_mb)),
+        ("Memory(MB)", any(c.memory_total_mb for c in chips) or not has_hbm,
+         lambda c: _usage(c.memory_used_mb, c.memory_total_mb)),
+        ("Bus-Id", True, lambda c: escape(c.bus_id)),
+    ]
+    shown = [(header, cell) for header, show, cell in columns if show]
     table = Table(title=escape(title))
-    show_phy = any(c.phy_id is not None for c in chips)
-    show_device = any(c.device_id is not None for c in chips)
-    show_hbm = any(c.hbm_total_mb is not None for c in chips)
-    show_memory = any(c.memory_total_mb for c in chips) or not show_hbm
-    for name in ("NPU", "Chip"):
-        table.add_column(name, justify="right")
-    if show_phy:
-        table.add_column("Phy-ID", justify="right")
-    if show_device:
-        table.add_column("Device", justify="right")
-    table.add_column("Name")
-    table.add_column("Health")
-    for name in ("Power(W)", "Temp(C)", "AICore(%)"):
-        table.add_column(name, justify="right")
-    if show_hbm:
-        table.add_column("HBM(MB)", justify="right")
-    if show_memory:
-        table.add_column("Memory(MB)", justify="right")
-    table.add_column("Bus-Id")
+    for header, _ in shown:
+        table.add_column(header, justify="left" if header in _WORD_COLUMNS else "right")
     for chip in chips:
-        style = _HEALTH_STYLE.get(chip.health, "red")
-        row = [str(chip.npu), str(chip.chip)]
-        if show_phy:
-            row.append(_number(chip.phy_id))
-        if show_device:
-            row.append(_number(chip.device_id))
-        row += [escape(chip.name), f"[{style}]{escape(chip.health)}[/{style}]",
-                "-" if chip.power_w is None else f"{chip.power_w:.1f}",
-                _number(chip.temp_c), _number(chip.aicore_pct)]
-        if show_hbm:
-            row.append(_usage(chip.hbm_used_mb, chip.hbm_total_mb))
-        if show_memory:
-            row.append(_usage(chip.memory_used_mb, chip.memory_total_mb))
-        row.append(escape(chip.bus_id))
-        table.add_row(*row)
+        table.add_row(*(cell(chip) for _, cell in shown))
     return table
 
 
@@ -134,11 +128,7 @@ def parse_command(
     as_json: Annotated[bool, json_option("Print a JSON list of chips.")] = False,
 ) -> None:
     """Show the chips of a saved 'npu-smi info' table; exit 1 when a chip is not OK."""
-    text = read_input(file)
-    try:
-        chips = parse_info(text)
-    except NpuSmiParseError as exc:
-        raise fail(f"{file}: {exc}") from exc
+    text, chips = read_parsed(file, parse_info, NpuSmiParseError, "{file}: {error}")
     if as_json:
         typer.echo(_json(chips))
     else:

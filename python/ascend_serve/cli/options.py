@@ -64,6 +64,16 @@ NpuSmi = Annotated[str | None, typer.Option(
 # --- load (bench, tune) --------------------------------------------------------------------------
 
 ApiEndpoint = Annotated[str, typer.Option(help=f"API to load: {' or '.join(ENDPOINTS)}.")]
+# No ranges on these: BenchConfig.check refuses a bad value (exit 2, before any request) with a
+# message that names it, the same for bench and tune.
+NumPrompts = Annotated[int, typer.Option(help="Measured requests per run.")]
+InputLen = Annotated[int, typer.Option(
+    help="Prompt tokens of the random prompts (special tokens included).")]
+Warmup = Annotated[int, typer.Option(help="Warm-up requests sent first, not measured.")]
+Cards = Annotated[int, typer.Option(help="NPU cards serving (multiplies per-card SLO targets).")]
+Telemetry = Annotated[bool, typer.Option(
+    help="Sample this host's npu-smi while measuring, when found (power, AICore, HBM; tokens "
+    "per joule).")]
 
 # --- Ansible runs (deploy, fleet status) ---------------------------------------------------------
 

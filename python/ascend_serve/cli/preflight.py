@@ -9,7 +9,7 @@ import typer
 from pydantic import ValidationError
 from rich.table import Table
 
-from ascend_serve.cli.console import EXIT_CHECK_FAILED, EXIT_OK, console, fail, read_input
+from ascend_serve.cli.console import EXIT_CHECK_FAILED, EXIT_OK, console, read_parsed
 from ascend_serve.cli.options import JsonFlag
 from ascend_serve.stack.preflight import PreflightReport, load_report
 
@@ -40,11 +40,8 @@ def preflight_report(
     as_json: JsonFlag = False,
 ) -> None:
     """Show a host's preflight report; exit 1 when it did not pass."""
-    text = read_input(file)
-    try:
-        report = load_report(text)
-    except ValidationError as exc:
-        raise fail(f"{file} is not a preflight report:\n{exc}") from exc
+    _, report = read_parsed(file, load_report, ValidationError,
+                            "{file} is not a preflight report:\n{error}")
     if as_json:
         typer.echo(json.dumps(report.model_dump(), indent=2))
     else:

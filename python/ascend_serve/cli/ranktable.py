@@ -19,6 +19,7 @@ from ascend_serve.cli.console import (
     err_console,
     fail,
     read_input,
+    read_parsed,
 )
 from ascend_serve.cli.options import JsonFlag
 from ascend_serve.network.netplan import NetPlanError, plan
@@ -54,11 +55,7 @@ def validate_command(
     as_json: JsonFlag = False,
 ) -> None:
     """Check a rank table against the schema and the cross-field rules; exit 1 when invalid."""
-    text = read_input(file)
-    try:
-        table = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise fail(f"{file} is not JSON: {exc}") from exc
+    _, table = read_parsed(file, json.loads, json.JSONDecodeError, "{file} is not JSON: {error}")
     problems = validate(table)
     reading = read(table)
     version = reading["version"]

@@ -36,15 +36,20 @@ from ascend_serve.cli.console import (
 )
 from ascend_serve.cli.options import (
     ApiEndpoint,
+    Cards,
     HealthTimeout,
+    InputLen,
     ListenHost,
     ListenPort,
     ModelDir,
     NpuSmi,
+    NumPrompts,
     ProfileFiles,
     ProfileName,
     ProfileSet,
     ServingEnv,
+    Telemetry,
+    Warmup,
     int_list,
 )
 from ascend_serve.serving.launcher import DEFAULT_MODELS_DIR
@@ -93,22 +98,19 @@ def tune(
     )] = None,
     objective: Annotated[str, typer.Option(
         help=f"What to maximise: {', '.join(OBJECTIVES)}.")] = "output_throughput",
-    num_prompts: Annotated[int, typer.Option(min=1, help="Measured requests per trial.")] = 32,
-    input_len: Annotated[int, typer.Option(min=1, help="Prompt tokens.")] = 64,
+    num_prompts: NumPrompts = 32,
+    input_len: InputLen = 64,
     output_len: Annotated[int, typer.Option(min=1, help="Output tokens.")] = 32,
     endpoint: ApiEndpoint = "completions",
-    warmup: Annotated[int, typer.Option(min=0, help="Warm-up requests per trial.")] = 1,
+    warmup: Warmup = 1,
     model_dir: ModelDir = None,
     venv: ServingEnv = None,
     assignments: ProfileSet = None,
     profile_files: ProfileFiles = None,
     host: ListenHost = None,
     port: ListenPort = None,
-    cards: Annotated[int, typer.Option(
-        min=1, help="NPU cards serving (per-card SLO targets).")] = 1,
-    telemetry: Annotated[bool, typer.Option(
-        help="Sample npu-smi during each trial (power, AICore, HBM; tokens per joule).")
-    ] = True,
+    cards: Cards = 1,
+    telemetry: Telemetry = True,
     npu_smi: NpuSmi = None,
     out: Annotated[Path | None, typer.Option(
         help="Report directory (default ./tune-<profile>-<UTC time>).")] = None,

@@ -40,46 +40,29 @@ def _table(report: Report) -> Table:
 
 def validate(
     url: ServerUrl,
-    served_name: Annotated[
-        str | None,
-        typer.Option(help="The --served-model-name to expect (default: the first model listed)."),
-    ] = None,
-    reasoning: Annotated[
-        bool,
-        typer.Option(help="Check that chat answers carry the reasoning parser's output "
-                          "(servers started with --reasoning-parser, e.g. deepseek_r1)."),
-    ] = False,
-    tools: Annotated[
-        bool,
-        typer.Option(help="Check tool calling (servers started with --enable-auto-tool-choice "
-                          "--tool-call-parser, e.g. deepseek_v3): tool_choice auto, none and a "
-                          "named function, plain and streamed."),
-    ] = False,
-    concurrency: Annotated[
-        int,
-        typer.Option(min=1, max=MAX_CONCURRENCY,
-                     help="Concurrent completion requests of the concurrency check."),
-    ] = DEFAULT_CONCURRENCY,
-    max_tokens: Annotated[
-        int,
-        typer.Option(min=1, help="Tokens per generation request (sent with ignore_eos, so "
-                                 "every answer must have exactly this many)."),
-    ] = DEFAULT_MAX_TOKENS,
-    timeout: Annotated[
-        float, typer.Option(min=0.1, help="Seconds per request.")
-    ] = DEFAULT_TIMEOUT,
-    api_key_env: Annotated[
-        str | None,
-        typer.Option(metavar="NAME",
-                     help=f"Environment variable holding the API key (default: "
-                          f"{DEFAULT_API_KEY_ENV}, when set; a variable named here must be "
-                          "set)."),
-    ] = None,
-    api_key_file: Annotated[
-        Path | None,
-        typer.Option(metavar="PATH", help="File holding the API key (instead of the "
-                                          "environment)."),
-    ] = None,
+    served_name: Annotated[str | None, typer.Option(
+        help="The --served-model-name to expect (default: the first model listed).")] = None,
+    reasoning: Annotated[bool, typer.Option(
+        help="Check that chat answers carry the reasoning parser's output (servers started "
+        "with --reasoning-parser, e.g. deepseek_r1).")] = False,
+    tools: Annotated[bool, typer.Option(
+        help="Check tool calling (servers started with --enable-auto-tool-choice "
+        "--tool-call-parser, e.g. deepseek_v3): tool_choice auto, none and a named function, "
+        "plain and streamed.")] = False,
+    concurrency: Annotated[int, typer.Option(
+        min=1, max=MAX_CONCURRENCY,
+        help="Concurrent completion requests of the concurrency check.")] = DEFAULT_CONCURRENCY,
+    max_tokens: Annotated[int, typer.Option(
+        min=1, help="Tokens per generation request (sent with ignore_eos, so every answer must "
+        "have exactly this many).")] = DEFAULT_MAX_TOKENS,
+    timeout: Annotated[float, typer.Option(
+        min=0.1, help="Seconds per request.")] = DEFAULT_TIMEOUT,
+    api_key_env: Annotated[str | None, typer.Option(
+        metavar="NAME",
+        help=f"Environment variable holding the API key (default: {DEFAULT_API_KEY_ENV}, when "
+        "set; a variable named here must be set).")] = None,
+    api_key_file: Annotated[Path | None, typer.Option(
+        metavar="PATH", help="File holding the API key (instead of the environment).")] = None,
     as_json: JsonFlag = False,
 ) -> None:
     """Validate a running OpenAI-compatible vLLM server end to end.

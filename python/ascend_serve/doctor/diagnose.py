@@ -775,8 +775,13 @@ def check_device_network(c: Collected, ctx: Context) -> list[Finding]:
     if not devices:
         return []
     tool = str(info.get("tool", "hccn_tool"))
-    down: list[str] = []
-    sick: list[str] = []
+    # hccn_tool getter -> (reader, the healthy answer, the finding and its title for the devices
+    # that answer otherwise)
+    bad_states: dict[str, tuple[Callable[[str], str | None], str, str, str]] = {
+        "link": (parse_link, "UP", "hccn-link-down", "link down"),
+        "net_health": (parse_net_health, "success", "hccn-net-health", "net_health not success"),
+    }
+    bad: dict[str, list[str]] = {getter: [] for getter in bad_states}
     unreadable: list[str] = []
     tls: dict[int, str] = {}
     if not info.get("usable"):
@@ -792,32 +797,23 @@ def check_device_network(c: Collected, ctx: Context) -> list[Finding]:
             text = out.strip().replace("\n", " | ")
             if rc != 0:
                 unreadable.append(f"{call} -> exit {rc}: {(err or out).strip()[:160]}")
-                continue
-            if getter == "link":
-                link = parse_link(out)
-                if link is None:
+            elif getter in bad_states:
+                read, good, _, _ = bad_states[getter]
+                state = read(out)
+                if state is None:
                     unreadable.append(f"{call}: {text[:160]}")
-                elif link != "UP":
-                    down.append(f"device {dev}: {call}: {text}")
-            elif getter == "net_health":
-                health = parse_net_health(out)
-                if health is None:
-                    unreadable.append(f"{call}: {text[:160]}")
-                elif health != "success":
-                    sick.append(f"device {dev}: {call}: {text}")
+                elif state != good:
+                    bad[getter].append(f"device {dev}: {call}: {text}")
             else:
                 enabled = parse_tls(out)
                 if enabled is not None:
                     tls[dev] = "1" if enabled else "0"
     findings: list[Finding] = []
-    if down:
-        ids = [line.split(":", 1)[0].removeprefix("device ") for line in down]
-        findings.append(_finding("hccn-link-down", c.host,
-                                 f"link down on device {', '.join(ids)}", down))
-    if sick:
-        ids = [line.split(":", 1)[0].removeprefix("device ") for line in sick]
-        findings.append(_finding("hccn-net-health", c.host,
-                                 f"net_health not success on device {', '.join(ids)}", sick))
+    for getter, (_, _, name, title) in bad_states.items():
+        if bad[getter]:
+            ids = [line.split(":", 1)[0].removeprefix("device ") for line in bad[getter]]
+            findings.append(_finding(name, c.host, f"{title} on device {', '.join(ids)}",
+                                     bad[getter]))
     if len(set(tls.values())) > 1:
         findings.append(_finding("hccn-tls-mixed", c.host, "TLS on on some devices, off on others",
                                  [f"device {d}: tls {v}" for d, v in sorted(tls.items())]))

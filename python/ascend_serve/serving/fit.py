@@ -52,9 +52,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
 from pydantic import BaseModel, ConfigDict
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
 
 __all__ = [
     "DTYPE_BYTES",
@@ -68,6 +71,7 @@ __all__ = [
     "FitReport",
     "NotEstimableError",
     "ParamCount",
+    "ProfileSizes",
     "chip_hbm_gib",
     "estimate",
     "kv_bytes_per_token",
@@ -475,8 +479,45 @@ class _Verdict(BaseModel):
 
     report: FitReport
     free_gib: float
+    overhead_gib: float
     problem: str | None
     """None (fits), ``chips``, ``heads``, ``weights`` or ``kv``."""
+
+
+class _RequiredSizes(TypedDict):
+    chip: str
+    tensor_parallel: int
+    max_model_len: int
+    max_num_seqs: int
+
+
+class ProfileSizes(_RequiredSizes, total=False):
+    """The keyword arguments of :func:`estimate` and :func:`suggest`: a serving profile's layout
+    and vLLM's memory arguments.
+
+    * ``chip``: ``910B``, ``910B4``, ``910C``, or any name (``cpu``) together with ``hbm_gib``.
+    * ``tensor_parallel``, ``data_parallel``: vLLM's ``--tensor-parallel-size`` and
+      ``--data-parallel-size`` (default 1).
+    * ``expert_parallel``: ``--enable-expert-parallel`` (routed experts over ``tp × dp`` ranks).
+    * ``weight_dtype``: ``bf16`` (default), ``fp16``, ``fp32`` or ``w8a8`` (``--quantization
+      ascend``).
+    * ``kv_dtype``: ``bf16`` (default), ``fp16``, ``fp32`` or ``int8``.
+    * ``max_model_len``, ``max_num_seqs``, ``gpu_memory_utilization`` (default 0.9): vLLM's
+      arguments.
+    * ``hbm_gib``: memory of one device in GiB; defaults to the chip's HBM.
+    * ``overhead_gib``: allowance for activations and workspaces per chip (an assumption; default
+      3.0).
+    * ``chips``: chips available in total (defaults to ``tp × dp``); bounds :func:`suggest`.
+    """
+
+    data_parallel: int
+    expert_parallel: bool
+    weight_dtype: str
+    kv_dtype: str
+    gpu_memory_utilization: float
+    hbm_gib: float | None
+    overhead_gib: float
+    chips: int | None
 
 
 def _evaluate(
@@ -484,18 +525,18 @@ def _evaluate(
     *,
     chip: str,
     tensor_parallel: int,
-    data_parallel: int,
-    expert_parallel: bool,
-    weight_dtype: str,
-    kv_dtype: str,
+    data_parallel: int = 1,
+    expert_parallel: bool = False,
+    weight_dtype: str = "bf16",
+    kv_dtype: str = "bf16",
     max_model_len: int,
     max_num_seqs: int,
-    gpu_memory_utilization: float,
-    hbm_gib: float | None,
-    overhead_gib: float,
-    chips: int | None,
+    gpu_memory_utilization: float = 0.9,
+    hbm_gib: float | None = None,
+    overhead_gib: float = 3.0,
+    chips: int | None = None,
 ) -> _Verdict:
-    """:func:`estimate` without the suggestion."""
+    """:func:`estimate` without the suggestion; the defaults of :class:`ProfileSizes`."""
     for name, value in (("tensor_parallel", tensor_parallel), ("data_parallel", data_parallel),
                         ("max_model_len", max_model_len), ("max_num_seqs", max_num_seqs)):
         if value < 1:
@@ -568,73 +609,26 @@ def _evaluate(
         expert_parallel=expert_parallel, chips=available, weight_dtype=weight_dtype,
         kv_dtype=kv_dtype, reason=reason, note=note,
     )
-    return _Verdict(report=report, free_gib=free, problem=problem)
+    return _Verdict(report=report, free_gib=free, overhead_gib=overhead_gib, problem=problem)
 
 
-def estimate(
-    config: Mapping[str, Any],
-    *,
-    chip: str,
-    tensor_parallel: int,
-    data_parallel: int = 1,
-    expert_parallel: bool = False,
-    weight_dtype: str = "bf16",
-    kv_dtype: str = "bf16",
-    max_model_len: int,
-    max_num_seqs: int,
-    gpu_memory_utilization: float = 0.9,
-    hbm_gib: float | None = None,
-    overhead_gib: float = 3.0,
-    chips: int | None = None,
-) -> FitReport:
+def estimate(config: Mapping[str, Any], **sizes: Unpack[ProfileSizes]) -> FitReport:
     """Estimate whether a vLLM serving profile fits, per chip; suggest a fix when it does not.
 
-    Args:
-        config: the model's Hugging Face ``config.json`` as a dict.
-        chip: ``910B``, ``910B4``, ``910C``, or any name (``cpu``) together with ``hbm_gib``.
-        tensor_parallel, data_parallel: vLLM's ``--tensor-parallel-size`` and
-            ``--data-parallel-size``.
-        expert_parallel: ``--enable-expert-parallel`` (routed experts over ``tp × dp`` ranks).
-        weight_dtype: ``bf16``, ``fp16``, ``fp32`` or ``w8a8`` (``--quantization ascend``).
-        kv_dtype: ``bf16``, ``fp16``, ``fp32`` or ``int8``.
-        max_model_len, max_num_seqs, gpu_memory_utilization: vLLM's arguments.
-        hbm_gib: memory of one device in GiB; defaults to the chip's HBM.
-        overhead_gib: allowance for activations and workspaces per chip (an assumption).
-        chips: chips available in total (defaults to ``tp × dp``); bounds :func:`suggest`.
+    ``config`` is the model's Hugging Face ``config.json`` as a dict; the keyword arguments are
+    the profile's layout and sizes (:class:`ProfileSizes`).
 
     Raises:
         FitError: on bad input (unknown chip without ``hbm_gib``, unsupported model, missing
             config key, unknown dtype, non-positive sizes).
     """
-    kwargs: dict[str, Any] = {
-        "chip": chip, "tensor_parallel": tensor_parallel, "data_parallel": data_parallel,
-        "expert_parallel": expert_parallel, "weight_dtype": weight_dtype, "kv_dtype": kv_dtype,
-        "max_model_len": max_model_len, "max_num_seqs": max_num_seqs,
-        "gpu_memory_utilization": gpu_memory_utilization, "hbm_gib": hbm_gib,
-        "overhead_gib": overhead_gib, "chips": chips,
-    }
-    report = _evaluate(config, **kwargs).report
+    report = _evaluate(config, **sizes).report
     if report.fits:
         return report
-    return report.model_copy(update={"suggestion": suggest(config, **kwargs)})
+    return report.model_copy(update={"suggestion": suggest(config, **sizes)})
 
 
-def suggest(
-    config: Mapping[str, Any],
-    *,
-    chip: str,
-    tensor_parallel: int,
-    data_parallel: int = 1,
-    expert_parallel: bool = False,
-    weight_dtype: str = "bf16",
-    kv_dtype: str = "bf16",
-    max_model_len: int,
-    max_num_seqs: int,
-    gpu_memory_utilization: float = 0.9,
-    hbm_gib: float | None = None,
-    overhead_gib: float = 3.0,
-    chips: int | None = None,
-) -> str | None:
+def suggest(config: Mapping[str, Any], **sizes: Unpack[ProfileSizes]) -> str | None:
     """What would make a profile fit, in words; None when it already fits.
 
     Tried in order: the smallest tensor-parallel size in :data:`TP_SIZES` above the current one
@@ -643,18 +637,14 @@ def suggest(
     weights at the current or a larger TP; then a shorter ``max_model_len`` when only the KV
     cache is short; else how many GiB of weights the model needs.
     """
-    base: dict[str, Any] = {
-        "chip": chip, "tensor_parallel": tensor_parallel, "data_parallel": data_parallel,
-        "expert_parallel": expert_parallel, "weight_dtype": weight_dtype, "kv_dtype": kv_dtype,
-        "max_model_len": max_model_len, "max_num_seqs": max_num_seqs,
-        "gpu_memory_utilization": gpu_memory_utilization, "hbm_gib": hbm_gib,
-        "overhead_gib": overhead_gib, "chips": chips,
-    }
-    current = _evaluate(config, **base)
+    current = _evaluate(config, **sizes)
     if current.problem is None:
         return None
     heads = _int(config, "num_attention_heads")
-    available = current.report.chips
+    asked = current.report  # the sizes, defaults filled in
+    tensor_parallel, data_parallel = asked.tensor_parallel, asked.data_parallel
+    weight_dtype, kv_dtype = asked.weight_dtype, asked.kv_dtype
+    chips, available = sizes.get("chips"), asked.chips
 
     def layouts(min_tp: int) -> list[tuple[int, int]]:
         """(tp, dp) candidates from ``min_tp`` up that vLLM accepts on the available chips."""
@@ -673,8 +663,9 @@ def suggest(
         return f"tensor parallel {tp} × data parallel {dp} on {tp * dp} chips"
 
     def fitting(tp: int, dp: int, dtype: str) -> FitReport | None:
-        verdict = _evaluate(config, **{**base, "tensor_parallel": tp, "data_parallel": dp,
-                                       "weight_dtype": dtype})
+        other: ProfileSizes = {**sizes, "tensor_parallel": tp, "data_parallel": dp,
+                               "weight_dtype": dtype}
+        verdict = _evaluate(config, **other)
         return verdict.report if verdict.problem is None else None
 
     def fits_text(report: FitReport) -> str:
@@ -701,7 +692,7 @@ def suggest(
             return (f"lower max_model_len to {tokens} (the KV cache has room for {tokens} "
                     "tokens per chip)")
     widest = max([tp * dp for tp, dp in layouts(1)] + [available])
-    room = current.report.budget_gib - overhead_gib
+    room = asked.budget_gib - current.overhead_gib
     needs = weights_bytes_per_chip(config, tensor_parallel=1, weight_dtype=weight_dtype) / GIB
     text = f"does not fit on {_plural(widest, 'chip')}: needs about {needs:.0f} GiB of "
     text += f"{weight_dtype} weights"

@@ -21,6 +21,7 @@ import shutil
 import signal
 import stat
 import sys
+from collections.abc import Callable
 from typing import Any
 
 from . import hw
@@ -487,6 +488,31 @@ def install_toolkit(manifest: dict[str, Any], opts: dict[str, Any]) -> int:
     return 0
 
 
+def _install_component(manifest: dict[str, Any], opts: dict[str, Any], name: str, *,
+                       directory: str, release: tuple[str, str], payload: tuple[str, str],
+                       finish: Callable[[], None]) -> int:
+    """The steps of a package that installs into a ``directory`` of its own (kernels/ops,
+    NNAL): ``--uninstall`` removes the directory; the version that ``release`` (its version file
+    and key) records is left as it is; else the ``payload`` (path, text), the crash point, then
+    ``finish`` writes the rest."""
+    version = manifest["version"]
+    if "--uninstall" in opts:
+        shutil.rmtree(hw.root_path(directory), ignore_errors=True)
+        log(manifest, "uninstall success")
+        return 0
+    if read_release(*release) == version:
+        print(f"{name} {version} is already installed.")
+        return 0
+    node = _load_node_if_present()
+    log(manifest, "install start")
+    _write(*payload)
+    _crash_point(node, manifest)
+    finish()
+    log(manifest, "install success")
+    print(f"{name} {version} install success")
+    return 0
+
+
 def install_kernels(manifest: dict[str, Any], opts: dict[str, Any]) -> int:
     base = opts.get("--install-path", hw.DEFAULT_INSTALL_PATH)
     toolkit = _installed_toolkit(base)
@@ -498,23 +524,17 @@ def install_kernels(manifest: dict[str, Any], opts: dict[str, Any]) -> int:
         )
     root = toolkit["Toolkit_Root"]
     info_path = ops_info_path(root, version)
-    if "--uninstall" in opts:
-        shutil.rmtree(hw.root_path(os.path.dirname(info_path)), ignore_errors=True)
-        log(manifest, "uninstall success")
-        return 0
-    if read_release(info_path, "version_dir") == version:
-        print(f"{manifest['package']} {version} is already installed.")
-        return 0
-    node = _load_node_if_present()
-    log(manifest, "install start")
-    _write(f"{root}/opp/built-in/op_impl/ai_core/tbe/kernel/{manifest['chip']}/ops.o", "sim\n")
-    _crash_point(node, manifest)
-    _write(info_path, render_ops_info(version))
-    if info_path.endswith("/opp_kernel/version.info"):
-        _latest_links(base, version, ("opp_kernel",))
-    log(manifest, "install success")
-    print(f"{manifest['package']} {version} install success")
-    return 0
+
+    def finish() -> None:
+        _write(info_path, render_ops_info(version))
+        if info_path.endswith("/opp_kernel/version.info"):
+            _latest_links(base, version, ("opp_kernel",))
+
+    return _install_component(
+        manifest, opts, manifest["package"], directory=os.path.dirname(info_path),
+        release=(info_path, "version_dir"), finish=finish,
+        payload=(f"{root}/opp/built-in/op_impl/ai_core/tbe/kernel/{manifest['chip']}/ops.o",
+                 "sim\n"))
 
 
 def install_nnal(manifest: dict[str, Any], opts: dict[str, Any]) -> int:
@@ -523,28 +543,21 @@ def install_nnal(manifest: dict[str, Any], opts: dict[str, Any]) -> int:
     if _installed_toolkit(base).get("Version") is None:
         raise InstallError("NNAL needs the Ascend-cann-toolkit; install it first")
     atb = f"{base}/nnal/atb"
-    if "--uninstall" in opts:
-        shutil.rmtree(hw.root_path(f"{base}/nnal"), ignore_errors=True)
-        log(manifest, "uninstall success")
-        return 0
-    if read_release(f"{atb}/latest/version.info", "Ascend-cann-atb") == version:
-        print(f"Ascend-cann-nnal {version} is already installed.")
-        return 0
-    node = _load_node_if_present()
-    log(manifest, "install start")
-    _write(f"{atb}/{version}/atb/cxx_abi_1/lib/libatb.so", "simulated\n")
-    _crash_point(node, manifest)
-    _write(f"{atb}/{version}/version.info", render_atb_info(version, _arch()))
-    _symlink(version, f"{atb}/latest")
-    _write(
-        f"{atb}/set_env.sh",
-        "# Ascend NNAL (ATB) environment\n"
-        f"export ATB_HOME_PATH={atb}/latest/atb/cxx_abi_1\n"
-        f"export LD_LIBRARY_PATH={atb}/latest/atb/cxx_abi_1/lib:${{LD_LIBRARY_PATH:-}}\n",
-    )
-    log(manifest, "install success")
-    print(f"Ascend-cann-nnal {version} install success")
-    return 0
+
+    def finish() -> None:
+        _write(f"{atb}/{version}/version.info", render_atb_info(version, _arch()))
+        _symlink(version, f"{atb}/latest")
+        _write(
+            f"{atb}/set_env.sh",
+            "# Ascend NNAL (ATB) environment\n"
+            f"export ATB_HOME_PATH={atb}/latest/atb/cxx_abi_1\n"
+            f"export LD_LIBRARY_PATH={atb}/latest/atb/cxx_abi_1/lib:${{LD_LIBRARY_PATH:-}}\n",
+        )
+
+    return _install_component(
+        manifest, opts, "Ascend-cann-nnal", directory=f"{base}/nnal",
+        release=(f"{atb}/latest/version.info", "Ascend-cann-atb"), finish=finish,
+        payload=(f"{atb}/{version}/atb/cxx_abi_1/lib/libatb.so", "simulated\n"))
 
 
 def run(payload: str, argv: list[str]) -> int:

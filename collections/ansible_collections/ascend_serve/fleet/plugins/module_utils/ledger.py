@@ -12,7 +12,8 @@ besides the doctor bundle, which copies every file), ``secret`` (file mode 0600 
 0644), and either ``keys`` (the record's keys) or ``entries`` (a record that maps names to
 records of the same ``keys``, e.g. one per model). A key: ``type`` (a name of :data:`TYPES`, or
 a list of them), ``required`` (default true), ``description``, optionally ``choices`` and, for
-a ``dict``, ``keys`` of its own.
+a ``dict``, ``keys`` of its own. :func:`_ledger` builds an entry and :func:`_keys` its keys
+from one row per key, so the schema below reads as the tables it renders.
 
 Standard library only; runs on managed nodes (Python 3.8+): annotations are not evaluated.
 """
@@ -36,270 +37,258 @@ TYPES = {"str": "string", "int": "integer", "bool": "boolean", "list": "array",
          "dict": "object", "null": "null"}
 
 _SET_NAME = "Name of the version set (stack-matrix.yml) "
+#: A key's fourth item, for a key a record may leave out.
+OPTIONAL = {"required": False}
+
+
+def _keys(*rows: tuple[Any, ...]) -> dict[str, dict[str, Any]]:
+    """Key specs from rows ``(key, type, description)`` or ``(key, type, description, more)``:
+    ``type`` is a name of :data:`TYPES` or several joined by ``|``; ``more`` adds ``required``,
+    ``choices`` or (for a dict) ``keys``."""
+    specs: dict[str, dict[str, Any]] = {}
+    for key, kind, description, *more in rows:
+        kinds = kind.split("|")
+        specs[key] = {"type": kinds if len(kinds) > 1 else kind, "description": description,
+                      **(more[0] if more else {})}
+    return specs
+
+
+def _ledger(role: str, summary: str, readers: list[str], keys: dict[str, dict[str, Any]],
+            entry: str = "", secret: bool = False) -> dict[str, Any]:
+    """A ledger written by ``role``; with ``entry``, a record of one ``keys`` record per
+    ``entry`` (e.g. per model)."""
+    ledger: dict[str, Any] = {"role": role, "summary": summary, "readers": readers}
+    if entry:
+        ledger["entries"] = {"name": entry, "keys": keys}
+    else:
+        ledger["keys"] = keys
+    if secret:
+        ledger["secret"] = True
+    return ledger
+
 
 LEDGERS: dict[str, dict[str, Any]] = {
-    "ascend_preflight": {
-        "role": "preflight",
-        "summary": "Written once every preflight check passed (a failed preflight writes nothing).",
-        "readers": [],
-        "keys": {
-            "passed": {"type": "bool", "description": "Always true: the checks passed."},
-            "report": {"type": "str",
-                       "description": "Path of the JSON report (preflight_report_path)."},
-            "architecture": {"type": "str", "description": "ansible_facts.architecture."},
-            "distribution": {"type": "str", "description": "ansible_facts.distribution."},
-            "distribution_version": {"type": "str",
-                                     "description": "ansible_facts.distribution_version."},
-            "kernel": {"type": "str", "description": "Running kernel release."},
-            "npu_count": {"type": "int", "description": "NPUs found on the PCI bus."},
-            "npu_chip": {"type": "str",
-                         "description": "Chip family checked (preflight_expected_npu_chip)."},
-        },
-    },
-    "ascend_os_base": {
-        "role": "os_base",
-        "summary": "The packages, kernel holds and repositories os_base manages.",
-        "readers": [],
-        "keys": {
-            "package_manager": {"type": "str", "choices": ["apt", "dnf"],
-                                "description": "Package manager of the host."},
-            "kernel": {"type": "str",
-                       "description": "Kernel release the headers and holds are for."},
-            "kernel_headers": {"type": "bool",
-                               "description": "Kernel headers installed (os_base_kernel_headers)."},
-            "packages": {"type": "list", "description": "Packages installed, sorted."},
-            "held": {"type": "list", "description": "Kernel packages held, sorted."},
-            "repositories": {"type": "list",
-                             "description": "Names of the repositories os_base wrote, sorted."},
-            "default_repositories_disabled": {
-                "type": "bool",
-                "description": "The distribution's own repository files were renamed *.disabled."},
-        },
-    },
-    "ascend_host_tuning": {
-        "role": "host_tuning",
-        "summary": "What host_tuning applied, and what it only persisted (with the reason).",
-        "readers": [
+    "ascend_preflight": _ledger(
+        "preflight",
+        "Written once every preflight check passed (a failed preflight writes nothing).",
+        [],
+        _keys(
+            ("passed", "bool", "Always true: the checks passed."),
+            ("report", "str", "Path of the JSON report (preflight_report_path)."),
+            ("architecture", "str", "ansible_facts.architecture."),
+            ("distribution", "str", "ansible_facts.distribution."),
+            ("distribution_version", "str", "ansible_facts.distribution_version."),
+            ("kernel", "str", "Running kernel release."),
+            ("npu_count", "int", "NPUs found on the PCI bus."),
+            ("npu_chip", "str", "Chip family checked (preflight_expected_npu_chip)."),
+        ),
+    ),
+    "ascend_os_base": _ledger(
+        "os_base",
+        "The packages, kernel holds and repositories os_base manages.",
+        [],
+        _keys(
+            ("package_manager", "str", "Package manager of the host.",
+             {"choices": ["apt", "dnf"]}),
+            ("kernel", "str", "Kernel release the headers and holds are for."),
+            ("kernel_headers", "bool", "Kernel headers installed (os_base_kernel_headers)."),
+            ("packages", "list", "Packages installed, sorted."),
+            ("held", "list", "Kernel packages held, sorted."),
+            ("repositories", "list", "Names of the repositories os_base wrote, sorted."),
+            ("default_repositories_disabled", "bool",
+             "The distribution's own repository files were renamed *.disabled."),
+        ),
+    ),
+    "ascend_host_tuning": _ledger(
+        "host_tuning",
+        "What host_tuning applied, and what it only persisted (with the reason).",
+        [
             "host_tuning (the previous run's settings and limits, to remove stale ones)",
             "doctor collector (sysctl keys, jemalloc_path)",
             "doctor (sysctl-drift, sysctl-not-applied, governor-drift)",
         ],
-        "keys": {
-            "sysctl": {
-                "type": "dict", "description": "Kernel settings.",
-                "keys": {
-                    "file": {"type": "str", "description": "The sysctl.d file written."},
-                    "applied": {"type": "dict",
-                                "description": "Setting -> value, in effect now."},
-                    "persisted_only": {
-                        "type": "dict",
-                        "description": "Setting -> {value, applied: false, reason}: in the file, "
-                                       "not in effect."},
-                },
-            },
-            "hugepages": {"type": "int",
-                          "description": "vm.nr_hugepages asked for (0: left alone)."},
-            "hugepages_reserved": {
-                "type": ["int", "null"],
-                "description": "Huge pages the kernel reserved; null if not set."},
-            "cpu_governor": {
-                "type": "dict", "description": "CPU frequency governor.",
-                "keys": {
-                    "wanted": {"type": "str",
-                               "description": "host_tuning_cpu_governor ('' leaves it alone)."},
-                    "policies": {"type": "int", "description": "cpufreq policies found."},
-                    "applied": {"type": "bool", "description": "Set on every policy now."},
-                    "persisted": {"type": "bool",
-                                  "description": "Set again at boot by a systemd unit."},
-                    "reason": {"type": "str",
-                               "description": "Why it was not applied ('' when it was)."},
-                },
-            },
-            "limits_file": {"type": "str", "description": "The limits.d file written."},
-            "limits": {"type": "list", "description": "PAM limits written (host_tuning_limits)."},
-            "jemalloc_package": {"type": ["str", "null"],
-                                 "description": "jemalloc package installed; null if not wanted."},
-            "jemalloc_path": {
-                "type": ["str", "null"],
-                "description": "jemalloc library for LD_PRELOAD; null if not wanted."},
-        },
-    },
-    "ascend_rdma": {
-        "role": "rdma",
-        "summary": "RDMA devices and ports found, and whether the host meets its requirement.",
-        "readers": [],
-        "keys": {
-            "sysfs_path": {"type": "str", "description": "Where the devices were read."},
-            "required": {"type": "bool", "description": "rdma_required."},
-            "min_active_ports": {"type": "int",
-                                 "description": "rdma_required_min_active_ports."},
-            "active_ports": {"type": "int", "description": "Ports in state ACTIVE."},
-            "requirement_met": {"type": "bool",
-                                "description": "A device and enough ACTIVE ports were found."},
-            "packages": {"type": "list", "description": "RDMA packages installed, sorted."},
-            "devices": {"type": "list",
-                        "description": "Devices with their ports, GIDs and RoCE versions "
-                                       "(module rdma_facts)."},
-        },
-    },
-    "ascend_swap": {
-        "role": "swap",
-        "summary": "The swap file and whether it is active.",
-        "readers": ["doctor (swap-inactive, swap-not-applied)"],
-        "keys": {
-            "size_gb": {"type": "int", "description": "Size in GiB (0: no swap file)."},
-            "file": {"type": "str", "description": "Path of the swap file."},
-            "priority": {
-                "type": ["int", "null"],
-                "description": "swapon priority; null for the kernel's default or size 0."},
-            "active": {"type": "bool", "description": "Switched on now."},
-            "reason": {"type": "str", "required": False,
-                       "description": "Why it is not active; present only when active is false."},
-        },
-    },
-    "ascend_hccl": {
-        "role": "hccl",
-        "summary": "The HCCL environment written for the serving unit.",
-        "readers": [
+        _keys(
+            ("sysctl", "dict", "Kernel settings.", {"keys": _keys(
+                ("file", "str", "The sysctl.d file written."),
+                ("applied", "dict", "Setting -> value, in effect now."),
+                ("persisted_only", "dict",
+                 "Setting -> {value, applied: false, reason}: in the file, not in effect."),
+            )}),
+            ("hugepages", "int", "vm.nr_hugepages asked for (0: left alone)."),
+            ("hugepages_reserved", "int|null",
+             "Huge pages the kernel reserved; null if not set."),
+            ("cpu_governor", "dict", "CPU frequency governor.", {"keys": _keys(
+                ("wanted", "str", "host_tuning_cpu_governor ('' leaves it alone)."),
+                ("policies", "int", "cpufreq policies found."),
+                ("applied", "bool", "Set on every policy now."),
+                ("persisted", "bool", "Set again at boot by a systemd unit."),
+                ("reason", "str", "Why it was not applied ('' when it was)."),
+            )}),
+            ("limits_file", "str", "The limits.d file written."),
+            ("limits", "list", "PAM limits written (host_tuning_limits)."),
+            ("jemalloc_package", "str|null", "jemalloc package installed; null if not wanted."),
+            ("jemalloc_path", "str|null",
+             "jemalloc library for LD_PRELOAD; null if not wanted."),
+        ),
+    ),
+    "ascend_rdma": _ledger(
+        "rdma",
+        "RDMA devices and ports found, and whether the host meets its requirement.",
+        [],
+        _keys(
+            ("sysfs_path", "str", "Where the devices were read."),
+            ("required", "bool", "rdma_required."),
+            ("min_active_ports", "int", "rdma_required_min_active_ports."),
+            ("active_ports", "int", "Ports in state ACTIVE."),
+            ("requirement_met", "bool", "A device and enough ACTIVE ports were found."),
+            ("packages", "list", "RDMA packages installed, sorted."),
+            ("devices", "list",
+             "Devices with their ports, GIDs and RoCE versions (module rdma_facts)."),
+        ),
+    ),
+    "ascend_swap": _ledger(
+        "swap",
+        "The swap file and whether it is active.",
+        ["doctor (swap-inactive, swap-not-applied)"],
+        _keys(
+            ("size_gb", "int", "Size in GiB (0: no swap file)."),
+            ("file", "str", "Path of the swap file."),
+            ("priority", "int|null",
+             "swapon priority; null for the kernel's default or size 0."),
+            ("active", "bool", "Switched on now."),
+            ("reason", "str", "Why it is not active; present only when active is false.",
+             OPTIONAL),
+        ),
+    ),
+    "ascend_hccl": _ledger(
+        "hccl",
+        "The HCCL environment written for the serving unit.",
+        [
             "vllm_service (the head's env.HCCL_IF_IP, through hostvars)",
             "doctor collector and doctor (env_file)",
         ],
-        "keys": {
-            "env_file": {"type": "str", "description": "The environment file written."},
-            "env": {"type": "dict", "description": "Variable -> value, as in the file."},
-        },
-    },
-    "ascend_npu_driver": {
-        "role": "npu_driver",
-        "summary": "Driver and firmware installed, and a pending reboot.",
-        "readers": [
+        _keys(
+            ("env_file", "str", "The environment file written."),
+            ("env", "dict", "Variable -> value, as in the file."),
+        ),
+    ),
+    "ascend_npu_driver": _ledger(
+        "npu_driver",
+        "Driver and firmware installed, and a pending reboot.",
+        [
             "npu_driver (module npu_driver_facts: the pending reboot)",
             "rollout (stack_set)",
             "fleet status (stack_set, versions, reboot_pending)",
             "doctor collector (install_path) and doctor (versions, reboot-pending)",
         ],
-        "keys": {
-            "stack_set": {"type": "str", "description": _SET_NAME + "the driver is for."},
-            "driver_version": {"type": "str", "description": "Driver installed ('' if none)."},
-            "firmware_version": {"type": "str",
-                                 "description": "Firmware installed ('' if none)."},
-            "install_path": {"type": "str", "description": "Driver install path."},
-            "run_user": {"type": "str", "description": "The driver's run user."},
-            "reboot_pending": {"type": "bool",
-                               "description": "A reboot is needed to load what was installed."},
-            "reboot_pending_boot_id": {
-                "type": "str",
-                "description": "Boot id when the reboot became pending ('' if none); a new boot "
-                               "id clears it."},
-        },
-    },
-    "ascend_npu_network": {
-        "role": "npu_network",
-        "summary": "The device NIC plan of this host, once configured and verified.",
-        "readers": ["doctor collector (conf, devices)"],
-        "keys": {
-            "conf": {"type": "str", "description": "Path of hccn.conf written."},
-            "chip": {"type": "str", "description": "Chip family of the plan."},
-            "index": {"type": "int", "description": "Host index in the fleet's plan."},
-            "tls": {"type": "bool", "description": "TLS enabled on the device NICs."},
-            "devices": {"type": "list",
-                        "description": "Per device: device, address, netmask, gateway, netdetect."},
-        },
-    },
-    "ascend_cann": {
-        "role": "cann",
-        "summary": "The CANN installed and the environment a service must source.",
-        "readers": [
+        _keys(
+            ("stack_set", "str", _SET_NAME + "the driver is for."),
+            ("driver_version", "str", "Driver installed ('' if none)."),
+            ("firmware_version", "str", "Firmware installed ('' if none)."),
+            ("install_path", "str", "Driver install path."),
+            ("run_user", "str", "The driver's run user."),
+            ("reboot_pending", "bool", "A reboot is needed to load what was installed."),
+            ("reboot_pending_boot_id", "str",
+             "Boot id when the reboot became pending ('' if none); a new boot id clears it."),
+        ),
+    ),
+    "ascend_npu_network": _ledger(
+        "npu_network",
+        "The device NIC plan of this host, once configured and verified.",
+        ["doctor collector (conf, devices)"],
+        _keys(
+            ("conf", "str", "Path of hccn.conf written."),
+            ("chip", "str", "Chip family of the plan."),
+            ("index", "int", "Host index in the fleet's plan."),
+            ("tls", "bool", "TLS enabled on the device NICs."),
+            ("devices", "list", "Per device: device, address, netmask, gateway, netdetect."),
+        ),
+    ),
+    "ascend_cann": _ledger(
+        "cann",
+        "The CANN installed and the environment a service must source.",
+        [
             "rollout (stack_set)",
             "vllm_service (set_env)",
             "ascend-serve serve and tune (set_env)",
             "fleet status (stack_set, version)",
             "doctor collector (toolkit_root, profile_script, env_file) and doctor",
         ],
-        "keys": {
-            "stack_set": {"type": "str", "description": _SET_NAME + "CANN is from."},
-            "version": {"type": "str", "description": "CANN version."},
-            "toolkit_root": {"type": "str", "description": "The toolkit's versioned directory."},
-            "nnal": {"type": "bool", "description": "NNAL (ATB) installed."},
-            "set_env": {"type": "list",
-                        "description": "Scripts a service must source, in order."},
-            "profile_script": {"type": "str", "description": "profile.d script for login shells."},
-            "env_file": {"type": "str",
-                         "description": "The same environment as KEY=value for systemd."},
-        },
-    },
-    "ascend_python_env": {
-        "role": "python_env",
-        "summary": "The serving Python environment and its locked packages.",
-        "readers": [
+        _keys(
+            ("stack_set", "str", _SET_NAME + "CANN is from."),
+            ("version", "str", "CANN version."),
+            ("toolkit_root", "str", "The toolkit's versioned directory."),
+            ("nnal", "bool", "NNAL (ATB) installed."),
+            ("set_env", "list", "Scripts a service must source, in order."),
+            ("profile_script", "str", "profile.d script for login shells."),
+            ("env_file", "str", "The same environment as KEY=value for systemd."),
+        ),
+    ),
+    "ascend_python_env": _ledger(
+        "python_env",
+        "The serving Python environment and its locked packages.",
+        [
             "rollout (stack_set)",
             "vllm_service (prefix, stack_set)",
             "ascend-serve serve and tune (python)",
             "fleet status (stack_set, packages)",
             "doctor collector (python, packages) and doctor",
         ],
-        "keys": {
-            "stack_set": {"type": "str", "description": _SET_NAME + "of the environment."},
-            "platform": {"type": "str", "description": "The set's platform (ascend, cpu)."},
-            "manager": {"type": "str", "choices": ["venv", "conda"],
-                        "description": "python_env_manager."},
-            "prefix": {"type": "str", "description": "The environment's prefix."},
-            "python": {"type": "str", "description": "Its interpreter."},
-            "python_version": {"type": "str", "description": "Python X.Y."},
-            "packages": {"type": "dict", "description": "Distribution -> version, as locked."},
-        },
-    },
-    "ascend_model_store": {
-        "role": "model_store",
-        "summary": "The models staged on this host, one entry per model (kept across runs).",
-        "readers": ["fleet status (complete)"],
-        "entries": {
-            "name": "model_store_name",
-            "keys": {
-                "dir": {"type": "str", "description": "The model directory."},
-                "files": {"type": "int", "description": "Files in the manifest."},
-                "bytes": {"type": "int", "description": "Their total size."},
-                "complete": {"type": "bool",
-                             "description": "Every file present and verified."},
-            },
-        },
-    },
-    "ascend_vllm_service": {
-        "role": "vllm_service",
-        "summary": "The vLLM server this host runs (or takes part in).",
-        "readers": [
+        _keys(
+            ("stack_set", "str", _SET_NAME + "of the environment."),
+            ("platform", "str", "The set's platform (ascend, cpu)."),
+            ("manager", "str", "python_env_manager.", {"choices": ["venv", "conda"]}),
+            ("prefix", "str", "The environment's prefix."),
+            ("python", "str", "Its interpreter."),
+            ("python_version", "str", "Python X.Y."),
+            ("packages", "dict", "Distribution -> version, as locked."),
+        ),
+    ),
+    "ascend_model_store": _ledger(
+        "model_store",
+        "The models staged on this host, one entry per model (kept across runs).",
+        ["fleet status (complete)"],
+        _keys(
+            ("dir", "str", "The model directory."),
+            ("files", "int", "Files in the manifest."),
+            ("bytes", "int", "Their total size."),
+            ("complete", "bool", "Every file present and verified."),
+        ),
+        entry="model_store_name",
+    ),
+    "ascend_vllm_service": _ledger(
+        "vllm_service",
+        "The vLLM server this host runs (or takes part in).",
+        [
             "rollout (unit)",
             "fleet status and the fleet_status playbook (profile, role, url, unit)",
             "doctor collector (unit, launcher) and doctor",
         ],
-        "keys": {
-            "profile": {"type": "str", "description": "Serving profile."},
-            "served_name": {"type": "str", "description": "Model name the API serves."},
-            "role": {"type": "str", "choices": ["head", "headless"],
-                     "description": "head (rank 0, serves the API) or headless."},
-            "rank": {"type": "int", "description": "Node rank in the profile's group."},
-            "unit": {"type": "str", "description": "systemd unit."},
-            "url": {"type": "str", "description": "API base URL ('' on a headless node)."},
-            "launcher": {"type": "str", "description": "Launcher script the unit runs."},
-            "model_dir": {"type": "str", "description": "Model directory served."},
-            "api_key": {"type": "bool", "description": "An API key is required (never the key)."},
-        },
-    },
-    "ascend_rollout": {
-        "role": "rollout",
-        "summary": "Where an upgrade (playbook upgrade.yml) left this host.",
-        "readers": ["rollout (an unfinished upgrade)", "fleet status (phase, set, to_set)"],
-        "keys": {
-            "phase": {"type": "str", "choices": ["draining", "upgrading", "done"],
-                      "description": "draining and upgrading: out of the load balancer."},
-            "from_set": {"type": "str", "required": False,
-                         "description": "Set before the upgrade (draining, upgrading)."},
-            "to_set": {"type": "str", "required": False,
-                       "description": "Set being installed (draining, upgrading)."},
-            "set": {"type": "str", "required": False,
-                    "description": "Set installed and validated (done)."},
-        },
-    },
+        _keys(
+            ("profile", "str", "Serving profile."),
+            ("served_name", "str", "Model name the API serves."),
+            ("role", "str", "head (rank 0, serves the API) or headless.",
+             {"choices": ["head", "headless"]}),
+            ("rank", "int", "Node rank in the profile's group."),
+            ("unit", "str", "systemd unit."),
+            ("url", "str", "API base URL ('' on a headless node)."),
+            ("launcher", "str", "Launcher script the unit runs."),
+            ("model_dir", "str", "Model directory served."),
+            ("api_key", "bool", "An API key is required (never the key)."),
+        ),
+    ),
+    "ascend_rollout": _ledger(
+        "rollout",
+        "Where an upgrade (playbook upgrade.yml) left this host.",
+        ["rollout (an unfinished upgrade)", "fleet status (phase, set, to_set)"],
+        _keys(
+            ("phase", "str", "draining and upgrading: out of the load balancer.",
+             {"choices": ["draining", "upgrading", "done"]}),
+            ("from_set", "str", "Set before the upgrade (draining, upgrading).", OPTIONAL),
+            ("to_set", "str", "Set being installed (draining, upgrading).", OPTIONAL),
+            ("set", "str", "Set installed and validated (done).", OPTIONAL),
+        ),
+    ),
 }
 
 

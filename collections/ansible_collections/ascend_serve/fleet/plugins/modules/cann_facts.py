@@ -20,25 +20,30 @@ description:
     One round trip.
 version_added: 0.1.0
 extends_documentation_fragment:
-  - ascend_serve.fleet.common
-  - ascend_serve.fleet.common.install_path
-  - ascend_serve.fleet.common.read_only
   - ascend_serve.fleet.facts
+  - ascend_serve.fleet.common.install_path
 """
 
 EXAMPLES = r"""
 - name: Read the installed CANN
   ascend_serve.fleet.cann_facts:
+
+- name: Show the CANN versions installed side by side
+  ansible.builtin.debug:
+    msg: "{{ ansible_facts['ascend_cann_state'].toolkits | map(attribute='version') | list }}"
 """
 
 RETURN = r"""
 ansible_facts:
-  description: Facts added to the host.
+  description: Sets C(ascend_cann_state), what the version files under O(install_path) say.
   returned: always
   type: dict
   contains:
     ascend_cann_state:
-      description: Installed versions.
+      description:
+        - C(driver_version) and C(nnal_version), C('') where that component is not installed.
+        - C(toolkits), one entry per CANN toolkit sorted by C(root), with its C(version) and the
+          C(kernels_version) of its kernels/ops (C('') without them); empty without any.
       type: dict
       sample:
         driver_version: 25.5.0

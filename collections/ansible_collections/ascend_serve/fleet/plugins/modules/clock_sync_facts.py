@@ -15,26 +15,33 @@ description:
 version_added: 0.1.0
 options: {}
 extends_documentation_fragment:
-  - ascend_serve.fleet.common
-  - ascend_serve.fleet.common.read_only
   - ascend_serve.fleet.facts
 """
 
 EXAMPLES = r"""
 - name: Read the clock state
   ascend_serve.fleet.clock_sync_facts:
+
+- name: Stop where no time daemon keeps the clock
+  ansible.builtin.assert:
+    that: ansible_facts['ascend_clock'].synchronized
+    fail_msg: "Clock not synchronised (state {{ ansible_facts['ascend_clock'].state }})."
 """
 
 RETURN = r"""
 ansible_facts:
-  description: Facts added to the host.
+  description: Sets C(ascend_clock), the kernel's clock discipline as C(adjtimex(2)) reports it.
   returned: always
   type: dict
   contains:
     ascend_clock:
-      description: Clock state.
+      description:
+        - C(synchronized) is false while the kernel's C(state) is C(TIME_ERROR) (the name of
+          the state C(adjtimex) returns, or its number when it has no name).
+        - C(maxerror_us) and C(esterror_us), the kernel's maximum and estimated error of the
+          clock in microseconds.
       type: dict
-      sample: {"synchronized": true, "state": "TIME_OK", "maxerror_us": 1200}
+      sample: {"synchronized": true, "state": "TIME_OK", "maxerror_us": 1200, "esterror_us": 35}
 """
 
 import ctypes

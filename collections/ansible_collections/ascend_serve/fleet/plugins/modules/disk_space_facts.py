@@ -20,8 +20,6 @@ options:
     elements: path
     required: true
 extends_documentation_fragment:
-  - ascend_serve.fleet.common
-  - ascend_serve.fleet.common.read_only
   - ascend_serve.fleet.facts
 """
 
@@ -29,19 +27,28 @@ EXAMPLES = r"""
 - name: Measure space for the CANN install path
   ascend_serve.fleet.disk_space_facts:
     paths: [/usr/local/Ascend]
+
+- name: Stop with less than 20 GiB free there
+  ansible.builtin.assert:
+    that: ansible_facts['ascend_disk_space']['/usr/local/Ascend'].free_bytes >= 20 * 1024 ** 3
 """
 
 RETURN = r"""
 ansible_facts:
-  description: Facts added to the host.
+  description: Sets C(ascend_disk_space), the space of the filesystem holding each of O(paths).
   returned: always
   type: dict
   contains:
     ascend_disk_space:
-      description: Path to measurement.
+      description:
+        - One entry per path of O(paths), by that path.
+        - C(measured_at), the nearest existing directory, and C(mount), the mount point of its
+          filesystem; C(free_bytes), the space an unprivileged user may still take there, and
+          C(total_bytes), the filesystem's size.
       type: dict
       sample:
-        /usr/local/Ascend: {"measured_at": "/usr/local", "mount": "/", "free_bytes": 1048576}
+        /usr/local/Ascend: {"measured_at": "/usr/local", "mount": "/", "free_bytes": 1048576,
+                            "total_bytes": 107374182400}
 """
 
 import os

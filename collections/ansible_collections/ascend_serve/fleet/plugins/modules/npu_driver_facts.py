@@ -20,30 +20,42 @@ options:
     type: path
     default: /etc/ansible/facts.d/ascend_npu_driver.fact
 extends_documentation_fragment:
-  - ascend_serve.fleet.common
-  - ascend_serve.fleet.common.install_path
-  - ascend_serve.fleet.common.read_only
   - ascend_serve.fleet.facts
+  - ascend_serve.fleet.common.install_path
 """
 
 EXAMPLES = r"""
 - name: Read what is installed
   ascend_serve.fleet.npu_driver_facts:
+
+- name: Say whether an earlier install waits for a reboot
+  ansible.builtin.debug:
+    msg: "{{ ansible_facts['ascend_npu_driver_state'].ledger.reboot_pending | default(false) }}"
 """
 
 RETURN = r"""
 ansible_facts:
-  description: Facts added to the host.
+  description: >-
+    Sets C(ascend_npu_driver_state), the driver and firmware installed under O(install_path),
+    the npu_driver role's ledger and the boot id.
   returned: always
   type: dict
   contains:
     ascend_npu_driver_state:
-      description: Installed versions, ledger and boot id.
+      description:
+        - C(driver_version), C('') without a driver.
+        - C(upgrade_tool), whether the driver's C(upgrade-tool) is there to run;
+          C(firmware_versions), the distinct firmware versions it reports for the chips, sorted,
+          and C(firmware_unreadable_chips), how many chips it reports no version for (none of
+          either without the tool).
+        - C(ledger), the record at O(ledger_path) (empty when it is missing or not JSON), and
+          C(boot_id), the kernel's boot id.
       type: dict
       sample:
         driver_version: 25.5.0
         firmware_versions: [7.8.0.2.212]
         firmware_unreadable_chips: 0
+        upgrade_tool: true
         ledger: {reboot_pending: true}
         boot_id: 5b0c9f0e-...
 """

@@ -20,8 +20,6 @@ options:
     type: path
     default: /sys/bus/pci/devices
 extends_documentation_fragment:
-  - ascend_serve.fleet.common
-  - ascend_serve.fleet.common.read_only
   - ascend_serve.fleet.facts
 """
 
@@ -36,12 +34,16 @@ EXAMPLES = r"""
 
 RETURN = r"""
 ansible_facts:
-  description: Facts added to the host.
+  description: Sets C(ascend_pci_npus), the NPU functions found under O(sysfs_pci_path).
   returned: always
   type: dict
   contains:
     ascend_pci_npus:
-      description: One entry per NPU PCI function, sorted by address.
+      description:
+        - One entry per NPU PCI function, sorted by address; empty without any (or without
+          O(sysfs_pci_path)).
+        - C(chip_family) from the device ID, C(unknown(<device>)) for an ID it does not know;
+          C(numa_node) -1 where the kernel does not say.
       type: list
       elements: dict
       sample:

@@ -23,27 +23,35 @@ options:
     type: bool
     default: true
 extends_documentation_fragment:
-  - ascend_serve.fleet.common
-  - ascend_serve.fleet.common.read_only
   - ascend_serve.fleet.facts
 """
 
 EXAMPLES = r"""
 - name: Read npu-smi
   ascend_serve.fleet.npu_smi_facts:
+
+- name: List the chips npu-smi does not report healthy
+  ansible.builtin.debug:
+    msg: "{{ ansible_facts['ascend_npu_smi'].chips | rejectattr('health', 'eq', 'OK') | list }}"
 """
 
 RETURN = r"""
 ansible_facts:
-  description: Facts added to the host.
+  description: Sets C(ascend_npu_smi), what C(npu-smi info) and its board pages report.
   returned: always
   type: dict
   contains:
     ascend_npu_smi:
-      description: Parsed npu-smi output.
+      description:
+        - C(version), the driver version, and C(tool_version), npu-smi's own (each C('') where
+          the table does not print it); C(layout), the table layout read.
+        - C(chips) and C(processes), the rows of the chip and process tables.
+        - C(boards), the board page of every NPU by NPU id, key to value as printed (null for
+          C(NA)); empty when O(boards) is false.
       type: dict
       sample:
         version: 25.0.rc1.1
+        tool_version: 25.0.rc1.1
         layout: a2
         chips: [{npu: 0, chip: 0, name: 910B4, family: 910B, health: OK, bus_id: "0000:C1:00.0"}]
         processes: [{npu: 0, chip: 0, pid: 472206, name: python3.9, memory_mb: 113}]

@@ -25,8 +25,6 @@ options:
     type: path
     default: /sys/class/infiniband
 extends_documentation_fragment:
-  - ascend_serve.fleet.common
-  - ascend_serve.fleet.common.read_only
   - ascend_serve.fleet.facts
 """
 
@@ -43,7 +41,7 @@ EXAMPLES = r"""
 
 RETURN = r"""
 ansible_facts:
-  description: Facts added to the host.
+  description: Sets C(rdma_devices), the RDMA devices the kernel lists under O(sysfs_path).
   returned: always
   type: dict
   contains:
