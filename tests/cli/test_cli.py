@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from terminal import uncolored
 from typer.testing import CliRunner
 
 from ascend_serve import __version__
@@ -91,7 +92,8 @@ def test_shell_completion() -> None:
     """Typer's completion is on: the options in --help, and profile names complete in bash."""
     result = runner.invoke(app, ["--help"])
     assert result.exit_code == 0
-    assert "--install-completion" in result.stdout and "--show-completion" in result.stdout
+    out = uncolored(result.stdout)
+    assert "--install-completion" in out and "--show-completion" in out
     env = {**os.environ, "_ASCEND_SERVE_COMPLETE": "complete_bash",
            "COMP_WORDS": "ascend-serve profiles show tiny-deep", "COMP_CWORD": "3"}
     done = subprocess.run([str(Path(sys.executable).parent / "ascend-serve")], env=env,

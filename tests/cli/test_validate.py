@@ -23,6 +23,7 @@ from typing import Any
 import pytest
 import typer
 import vllm_server
+from terminal import uncolored
 from typer.testing import CliRunner
 from vllm_server import VLLM_PYTHON, VllmServer, vllm_python
 
@@ -261,10 +262,6 @@ def test_script_exit_2_on_bad_arguments(argv: list[str], capsys: pytest.CaptureF
     assert captured.out == ""
 
 
-def _uncolored(text: str) -> str:
-    """Typer colours its help and usage errors when PY_COLORS / FORCE_COLOR is set (as in CI)."""
-    return re.sub(r"\x1b\[[0-9;]*m", "", text)
-
 
 @pytest.mark.parametrize(("args", "message"), [
     (["not-a-url"], "scheme must be http or https"),
@@ -276,7 +273,7 @@ def _uncolored(text: str) -> str:
 def test_cli_exit_2_on_bad_arguments(args: list[str], message: str) -> None:
     result = runner.invoke(cli, ["validate", *args])
     assert result.exit_code == 2, result.output
-    assert message in _uncolored(result.output)
+    assert message in uncolored(result.output)
     assert "Traceback" not in result.output
 
 
@@ -285,7 +282,7 @@ def test_cli_help() -> None:
     assert result.exit_code == 0
     for option in ("--served-name", "--reasoning", "--no-reasoning", "--concurrency",
                    "--max-tokens", "--timeout", "--api-key-env", "--api-key-file", "--json"):
-        assert option in _uncolored(result.output)
+        assert option in uncolored(result.output)
 
 
 def test_script_imports_only_stdlib_and_httpx() -> None:
@@ -382,7 +379,7 @@ def test_tools_option_in_both_command_lines() -> None:
     assert v._parser().parse_args(["http://h:1", "--tools"]).tools is True
     assert v._parser().parse_args(["http://h:1"]).tools is False
     result = runner.invoke(cli, ["validate", "--help"], env={"COLUMNS": "160"})
-    assert "--tools" in _uncolored(result.output) and "--no-tools" in _uncolored(result.output)
+    assert "--tools" in uncolored(result.output) and "--no-tools" in uncolored(result.output)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -22,6 +22,7 @@ from pathlib import Path
 import pytest
 import yaml
 from paths import ROOT
+from terminal import COLOUR_ENV
 
 PACKAGE = "ascend_serve"
 PACKAGED = f"{PACKAGE}/_collections/"
@@ -47,7 +48,8 @@ class Installed:
 
     def run(self, *args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
         env = {k: v for k, v in os.environ.items()
-               if not k.startswith(("ASCEND_SERVE_", "ANSIBLE_")) and k != "PYTHONPATH"}
+               if not k.startswith(("ASCEND_SERVE_", "ANSIBLE_"))
+               and k not in ("PYTHONPATH", *COLOUR_ENV)}
         return subprocess.run(
             [sys.executable, "-c", DRIVER, str(self.target), *args], cwd=self.cwd, env=env,
             capture_output=True, text=True, timeout=timeout, check=False)

@@ -7,7 +7,6 @@ from __future__ import annotations
 import itertools
 import json
 import math
-import re
 import stat
 from collections.abc import Iterator
 from dataclasses import replace
@@ -17,6 +16,7 @@ from typing import Any
 import numpy as np
 import pytest
 import typer
+from terminal import uncolored
 from typer.testing import CliRunner
 from vllm_server import VllmServer, free_port, server_counters, settled_counter_delta
 
@@ -65,10 +65,6 @@ cli = typer.Typer()
 cli.command("bench")(bench_command)
 cli.command("noop", hidden=True)(lambda: None)
 runner = CliRunner()
-
-
-def _uncolored(text: str) -> str:
-    return re.sub(r"\x1b\[[0-9;]*m", "", text)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -421,7 +417,7 @@ def test_cli_argument_errors(args: list[str], message: str, word_tokenizer: Path
         result = runner.invoke(cli, ["bench", *argv, "--tokenizer", str(word_tokenizer)]
                                if "--tokenizer" not in argv else ["bench", *argv])
         assert result.exit_code == 2, result.output
-        assert message in _uncolored(result.output).replace("\n", " ")
+        assert message in uncolored(result.output).replace("\n", " ")
         assert "Traceback" not in result.output
         assert server.counters.requests == 0  # no generation request was sent
 
@@ -439,7 +435,7 @@ def test_cli_slo_missed_is_exit_1(word_tokenizer: Path) -> None:
             "--input-len", "8", "--output-len", "2", "--slo", "ttft_ms:p99<=1",
             "--slo", "failed<=0"])
     assert result.exit_code == 1, result.output
-    out = _uncolored(result.output)
+    out = uncolored(result.output)
     assert "SLO custom (no concurrency cap): FAIL" in out
     assert "FAIL p99_ttft_ms <= 1: measured" in out
     assert "PASS failed <= 0: measured 0" in out
@@ -487,7 +483,7 @@ def test_cli_sweep_reports(word_tokenizer: Path, tmp_path: Path, stub: StubServe
     assert json.loads((tmp_path / "bench-c2.json").read_text())["telemetry"] is None
     for png in ("sweep.png", "latency-c4.png"):
         assert (tmp_path / png).read_bytes().startswith(PNG_MAGIC)
-    out = _uncolored(result.output)
+    out = uncolored(result.output)
     assert "concurrency 1" in out and "concurrency 4" in out and "Output throughput" in out
     assert stub.counters.requests == 12
 
