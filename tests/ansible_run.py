@@ -54,3 +54,37 @@ def module_result(name: str, args: Mapping[str, Any], tmp_path: Path, check_mode
         capture_output=True, text=True, check=False, timeout=120)
     result: dict[str, Any] = json.loads(proc.stdout)
     return result
+
+
+def ansible_doc(plugin_type: str, *args: str) -> subprocess.CompletedProcess[str]:
+    """ansible-doc on plugins of that type (module, filter) of this checkout's collection."""
+    return subprocess.run([str(BIN / "ansible-doc"), "-t", plugin_type, *args], cwd=ROOT,
+                          env={**os.environ, **ENV}, capture_output=True, text=True,
+                          check=False, timeout=120)
+
+
+def rendered_docs(plugin_type: str, names: list[str]) -> dict[str, dict[str, Any]]:
+    """ansible-doc's JSON reading of those plugins of the collection (fragments merged), by
+    short name."""
+    fqcn = "ascend_serve.fleet."
+    proc = ansible_doc(plugin_type, "--json", *(fqcn + name for name in names))
+    assert proc.returncode == 0, proc.stderr
+    docs: dict[str, dict[str, Any]] = json.loads(proc.stdout)
+    return {name.removeprefix(fqcn): doc for name, doc in docs.items()}
+
+
+def bad_descriptions(node: Any, path: str = "") -> list[tuple[str, Any]]:
+    """Every description entry of a rendered doc that is not non-empty text (a stray ': ' makes
+    YAML read a mapping), with where it is."""
+    found: list[tuple[str, Any]] = []
+    if isinstance(node, dict):
+        for key, value in node.items():
+            if key == "description":
+                items = value if isinstance(value, list) else [value]
+                found += [(path, i) for i in items if not isinstance(i, str) or not i.strip()]
+            elif key not in ("sample", "default"):
+                found += bad_descriptions(value, f"{path}.{key}")
+    elif isinstance(node, list):
+        for item in node:
+            found += bad_descriptions(item, path)
+    return found

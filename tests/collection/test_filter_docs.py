@@ -6,16 +6,13 @@ from __future__ import annotations
 
 import importlib
 import inspect
-import json
-import os
-import subprocess
 from collections.abc import Callable
 from typing import Any
 
 import pytest
 import yaml
-from ansible_run import BIN, ENV
-from paths import COLLECTION, ROOT
+from ansible_run import ansible_doc, bad_descriptions, rendered_docs
+from paths import COLLECTION
 
 FILTER_DIR = COLLECTION / "plugins" / "filter"
 PACKAGE = "ansible_collections.ascend_serve.fleet.plugins.filter"
@@ -39,36 +36,12 @@ FILTERS = _filters()
 NAMES = sorted(FILTERS)
 
 
-def ansible_doc(*args: str) -> subprocess.CompletedProcess[str]:
-    """ansible-doc on the filters of this checkout's collection."""
-    return subprocess.run([str(BIN / "ansible-doc"), "-t", "filter", *args], cwd=ROOT,
-                          env={**os.environ, **ENV}, capture_output=True, text=True,
-                          check=False, timeout=120)
-
-
 @pytest.fixture(scope="module")
 def rendered() -> dict[str, dict[str, Any]]:
     """ansible-doc's reading of every filter, by filter name."""
-    proc = ansible_doc("--json", *(FQCN + name for name in NAMES))
-    assert proc.returncode == 0, proc.stderr
-    docs: dict[str, dict[str, Any]] = json.loads(proc.stdout)
-    return {fqcn.removeprefix(FQCN): doc for fqcn, doc in docs.items()}
+    return rendered_docs("filter", NAMES)
 
 
-def _descriptions(node: Any, path: str = "") -> list[tuple[str, Any]]:
-    """Every description entry that is not text (a stray ': ' makes YAML read a mapping)."""
-    found: list[tuple[str, Any]] = []
-    if isinstance(node, dict):
-        for key, value in node.items():
-            if key == "description":
-                items = value if isinstance(value, list) else [value]
-                found += [(path, i) for i in items if not isinstance(i, str) or not i.strip()]
-            elif key not in ("sample", "default"):
-                found += _descriptions(value, f"{path}.{key}")
-    elif isinstance(node, list):
-        for item in node:
-            found += _descriptions(item, path)
-    return found
 
 
 def test_the_plugins_define_filters() -> None:
@@ -91,12 +64,12 @@ def test_documentation_renders_with_a_description(
     assert isinstance(doc["short_description"], str) and doc["short_description"]
     assert doc["description"] and all(isinstance(d, str) and d for d in doc["description"])
     assert doc["author"] == "ascend-serve developers"
-    assert _descriptions(doc, "DOCUMENTATION") == []
+    assert bad_descriptions(doc, "DOCUMENTATION") == []
     assert yaml.safe_load(entry["examples"])
     assert f"ascend_serve.fleet.{name}" in entry["examples"]
     assert set(entry["return"]) == {"_value"}
     assert entry["return"]["_value"]["type"]
-    assert _descriptions(entry["return"], "RETURN") == []
+    assert bad_descriptions(entry["return"], "RETURN") == []
 
 
 @pytest.mark.parametrize("name", NAMES)
@@ -123,13 +96,13 @@ def test_documented_options_are_the_filter_parameters(
 
 
 def test_ansible_doc_lists_and_renders_every_filter_as_text() -> None:
-    listed = ansible_doc("-l", "ascend_serve.fleet")
+    listed = ansible_doc("filter", "-l", "ascend_serve.fleet")
     assert listed.returncode == 0, listed.stderr
     for name in NAMES:
         line = next(line for line in listed.stdout.splitlines()
                     if line.split() and line.split()[0] == FQCN + name)
         assert "UNDOCUMENTED" not in line, line
-    proc = ansible_doc(*(FQCN + name for name in NAMES))
+    proc = ansible_doc("filter", *(FQCN + name for name in NAMES))
     assert proc.returncode == 0, proc.stderr
     assert "[WARNING]" not in proc.stderr, proc.stderr
     for name in NAMES:

@@ -5,15 +5,12 @@ documents are its argument spec."""
 from __future__ import annotations
 
 import importlib
-import json
-import os
-import subprocess
 from typing import Any
 
 import pytest
 import yaml
-from ansible_run import BIN, ENV
-from paths import COLLECTION, ROOT
+from ansible_run import ansible_doc, bad_descriptions, rendered_docs
+from paths import COLLECTION
 
 MODULES_DIR = COLLECTION / "plugins" / "modules"
 FRAGMENTS_DIR = COLLECTION / "plugins" / "doc_fragments"
@@ -24,36 +21,12 @@ FQCN = "ascend_serve.fleet."
 AnsibleModule = importlib.import_module("ansible.module_utils.basic").AnsibleModule
 
 
-def ansible_doc(*args: str) -> subprocess.CompletedProcess[str]:
-    """ansible-doc on the modules of this checkout's collection."""
-    return subprocess.run([str(BIN / "ansible-doc"), "-t", "module", *args], cwd=ROOT,
-                          env={**os.environ, **ENV}, capture_output=True, text=True,
-                          check=False, timeout=120)
-
-
 @pytest.fixture(scope="module")
 def rendered() -> dict[str, dict[str, Any]]:
     """ansible-doc's reading of every module (fragments merged), by module name."""
-    proc = ansible_doc("--json", *(FQCN + name for name in NAMES))
-    assert proc.returncode == 0, proc.stderr
-    docs: dict[str, dict[str, Any]] = json.loads(proc.stdout)
-    return {fqcn.removeprefix(FQCN): doc for fqcn, doc in docs.items()}
+    return rendered_docs("module", NAMES)
 
 
-def _descriptions(node: Any, path: str = "") -> list[tuple[str, Any]]:
-    """Every description entry that is not text (a stray ': ' makes YAML read a mapping)."""
-    found: list[tuple[str, Any]] = []
-    if isinstance(node, dict):
-        for key, value in node.items():
-            if key == "description":
-                items = value if isinstance(value, list) else [value]
-                found += [(path, i) for i in items if not isinstance(i, str)]
-            elif key not in ("sample", "default"):
-                found += _descriptions(value, f"{path}.{key}")
-    elif isinstance(node, list):
-        for item in node:
-            found += _descriptions(item, path)
-    return found
 
 
 @pytest.mark.parametrize("name", NAMES)
@@ -68,12 +41,12 @@ def test_documentation_parses_and_every_description_is_text(
     assert doc["module"] == name
     assert isinstance(doc["short_description"], str)
     assert doc["author"] == ["ascend-serve developers"]
-    assert _descriptions(doc, "DOCUMENTATION") == []
-    assert _descriptions(rendered[name]["return"] or {}, "RETURN") == []
+    assert bad_descriptions(doc, "DOCUMENTATION") == []
+    assert bad_descriptions(rendered[name]["return"] or {}, "RETURN") == []
 
 
 def test_ansible_doc_renders_every_module_as_text() -> None:
-    proc = ansible_doc(*(FQCN + name for name in NAMES))
+    proc = ansible_doc("module", *(FQCN + name for name in NAMES))
     assert proc.returncode == 0, proc.stderr
     assert "[WARNING]" not in proc.stderr, proc.stderr
     for name in NAMES:
