@@ -177,11 +177,13 @@ class StubServer:
                 await writer.drain()
         usage = {"prompt_tokens": prompt_tokens, "completion_tokens": tokens,
                  "total_tokens": prompt_tokens + tokens}
-        writer.write(_event({"id": "stub", "choices": [], "usage": usage}) + _DONE)
-        await writer.drain()
+        # Count before the last event goes out: a client that has read [DONE] may look at the
+        # counters at once, before this coroutine resumes from drain().
         self.counters.requests += 1
         self.counters.prompt_tokens += prompt_tokens
         self.counters.generation_tokens += tokens
+        writer.write(_event({"id": "stub", "choices": [], "usage": usage}) + _DONE)
+        await writer.drain()
 
     # -- lifecycle ------------------------------------------------------------------------
 
