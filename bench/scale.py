@@ -75,12 +75,15 @@ about 40 MB per node. Exit status 1 when a converge fails or a re-run changes an
 from __future__ import annotations
 
 import argparse
+import collections
 import contextlib
+import ctypes
 import json
 import os
 import re
 import resource
 import signal
+import statistics
 import subprocess
 import sys
 import time
@@ -98,6 +101,7 @@ from ascend_sim.sshfleet import (
     build_image,
     fleet_of,
     sim_env,
+    ssh_masters,
     write_inventory,
 )
 
@@ -105,7 +109,8 @@ ROOT = Path(__file__).resolve().parent.parent
 NAME_PREFIX = "ascend-scale-"
 SIM_STATE_DIR = Path(os.environ.get("ASCEND_SIM_STATE", "/var/lib/ascend-sim"))
 LOCAL_VARS = ROOT / "inventories/local/group_vars/ascend_nodes/main.yml"
-CONFIGS = ("naive", "baseline", "tuned")
+CONFIGS = ("naive", "baseline", "mitogen")
+PR_SET_CHILD_SUBREAPER = 36  # prctl(2)
 
 RECAP_RE = re.compile(
     r"^(?P<host>\S+)\s+:\s+ok=(?P<ok>\d+)\s+changed=(?P<changed>\d+)\s+"
@@ -183,17 +188,48 @@ def nodes_cpu_seconds(fleet: Fleet) -> float:
 # --------------------------------------------------------------------------------------------
 # Ansible runs
 
+SSH_WRAPPER = ROOT / "bench" / "sshcount" / "ssh"
+COUNT_FIELDS = ("ssh_executions", "module_runs", "fact_gatherings", "package_manager_runs",
+                "tasks")
 
-def ansible_env(config: str, count: int, fleet: Fleet) -> dict[str, str]:
+
+def become_subreaper() -> bool:
+    """Adopt orphaned descendants: the SSH masters that ControlPersist detaches become children
+    of this process, so their CPU time is in RUSAGE_CHILDREN once they are stopped and reaped."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        return int(libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)) == 0
+    except (OSError, AttributeError):
+        return False
+
+
+def stop_masters(control_dir: Path) -> None:
+    """Stop the SSH masters of one run and reap them (their CPU joins the run's)."""
+    pids = ssh_masters(control_dir)
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGTERM)
+    for pid in pids:
+        with contextlib.suppress(ChildProcessError):
+            os.waitpid(pid, 0)
+
+
+def ansible_env(config: str, count: int, control_dir: Path, counts_file: Path,
+                ssh_log: Path, fleet: Fleet) -> dict[str, str]:
     env = dict(os.environ)
     env.update(
         ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"),
         ANSIBLE_FORCE_COLOR="0",
         PY_COLORS="0",
-        # One folder per configuration: a re-run must not borrow another configuration's
-        # SSH master connections.
-        ANSIBLE_SSH_CONTROL_PATH_DIR=str(fleet.control_dir / config),
-        ANSIBLE_CALLBACKS_ENABLED="ansible.posix.profile_tasks",
+        # One folder per run: a run must not borrow another run's SSH master connections, and
+        # the masters of each run are stopped (and their CPU counted) when it ends.
+        ANSIBLE_SSH_CONTROL_PATH_DIR=str(control_dir),
+        ANSIBLE_CALLBACKS_ENABLED="ansible.posix.profile_tasks,ascend_serve.fleet.run_counts",
+        ASCEND_SERVE_RUN_COUNTS=str(counts_file),
+        ANSIBLE_SSH_EXECUTABLE=str(SSH_WRAPPER),
+        ANSIBLE_SFTP_EXECUTABLE=str(SSH_WRAPPER.with_name("sftp")),
+        ANSIBLE_SCP_EXECUTABLE=str(SSH_WRAPPER.with_name("scp")),
+        ASCEND_SSH_COUNT_LOG=str(ssh_log),
         PROFILE_TASKS_TASK_OUTPUT_LIMIT="all",
         PROFILE_TASKS_SORT_ORDER="descending",
         ANSIBLE_RETRY_FILES_ENABLED="0",
@@ -201,17 +237,12 @@ def ansible_env(config: str, count: int, fleet: Fleet) -> dict[str, str]:
     if config == "naive":
         env.update(ANSIBLE_FORKS="5", ANSIBLE_PIPELINING="False",
                    ANSIBLE_SSH_ARGS="-o ControlMaster=no -o ControlPath=none")
-    elif config == "tuned":
-        env.update(
-            ANSIBLE_FORKS=str(max(count, 5)),
-            ANSIBLE_PIPELINING="True",
-            ANSIBLE_SSH_ARGS=("-o ControlMaster=auto -o ControlPersist=600s "
-                              "-o PreferredAuthentications=publickey"),
-            ANSIBLE_GATHERING="smart",
-            ANSIBLE_CACHE_PLUGIN="jsonfile",
-            ANSIBLE_CACHE_PLUGIN_CONNECTION=str(fleet.workdir / "facts"),
-            ANSIBLE_CACHE_PLUGIN_TIMEOUT="86400",
-        )
+    elif config == "mitogen":
+        import ansible_mitogen  # only this configuration needs it: pip install mitogen
+
+        strategy_dir = Path(ansible_mitogen.__file__).parent / "plugins" / "strategy"
+        env.update(ANSIBLE_STRATEGY_PLUGINS=str(strategy_dir),
+                   ANSIBLE_STRATEGY="mitogen_linear")
     elif config != "baseline":
         raise ValueError(config)
     return env
@@ -223,6 +254,7 @@ class PlaybookRun:
     controller_cpu: float
     nodes_cpu: float
     recap: dict[str, dict[str, int]]
+    counts: dict[str, dict[str, int]]
     profile: list[tuple[str, float]]
     output: str
 
@@ -232,13 +264,30 @@ def children_cpu_seconds() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-def run_playbook(playbook: str, inventory: Path, env: dict[str, str],
+def read_counts(counts_file: Path, ssh_log: Path, fleet: Fleet) -> dict[str, dict[str, int]]:
+    """Per inventory host: the run_counts callback's figures and the SSH wrapper's executions."""
+    lines = counts_file.read_text().splitlines() if counts_file.exists() else []
+    hosts: dict[str, dict[str, int]] = json.loads(lines[-1])["hosts"] if lines else {}
+    by_address = {address: name for name, address in fleet.addresses.items()}
+    calls = collections.Counter(
+        by_address.get(line.split()[-1], line.split()[-1])
+        for line in (ssh_log.read_text().splitlines() if ssh_log.exists() else []))
+    for name in fleet.names:
+        hosts.setdefault(name, dict.fromkeys(COUNT_FIELDS, 0))["ssh_executions"] = calls[name]
+    return hosts
+
+
+def run_playbook(playbook: str, inventory: Path, config: str, label: str,
                  extra: Sequence[str], fleet: Fleet) -> PlaybookRun:
     cmd = ["ansible-playbook", playbook, "-i", str(inventory), *extra]
+    control_dir = fleet.control_dir / label
+    counts_file, ssh_log = fleet.workdir / f"{label}.counts", fleet.workdir / f"{label}.ssh"
+    env = ansible_env(config, len(fleet.names), control_dir, counts_file, ssh_log, fleet)
     cpu, nodes_cpu = children_cpu_seconds(), nodes_cpu_seconds(fleet)
     started = time.monotonic()
     proc = subprocess.run(cmd, cwd=ROOT, env=env, text=True, stdout=subprocess.PIPE,
                           stderr=subprocess.STDOUT, check=False)
+    stop_masters(control_dir)
     seconds = time.monotonic() - started
     cpu, nodes_cpu = children_cpu_seconds() - cpu, nodes_cpu_seconds(fleet) - nodes_cpu
     recap: dict[str, dict[str, int]] = {}
@@ -256,7 +305,8 @@ def run_playbook(playbook: str, inventory: Path, env: dict[str, str],
         prof = PROFILE_RE.match(line.strip())
         if in_recap and prof:
             profile.append((prof["task"], float(prof["secs"])))
-    result = PlaybookRun(seconds, cpu, nodes_cpu, recap, profile, proc.stdout)
+    result = PlaybookRun(seconds, cpu, nodes_cpu, recap, read_counts(counts_file, ssh_log, fleet),
+                         profile, proc.stdout)
     if proc.returncode != 0 or any(r["failed"] or r["unreachable"] for r in recap.values()):
         tail = "\n".join(proc.stdout.splitlines()[-40:])
         raise BenchError(f"ansible-playbook exited {proc.returncode}:\n{tail}")
@@ -268,58 +318,80 @@ class Measurement:
     config: str
     hosts: int
     first: float
-    rerun: float
-    tasks_per_host: int
-    rerun_controller_cpu: float
-    rerun_nodes_cpu: float
+    reruns: list[float]
+    controller_cpu: list[float]
+    nodes_cpu: list[float]
+    counts: dict[str, int]  # per host, the most any host needed (the figures are deterministic)
     load_before_rerun: float
     profile: list[tuple[str, float]]
     problem: str = ""
 
+    @property
+    def rerun(self) -> float:
+        return statistics.median(self.reruns)
+
+    def per_host(self, values: list[float]) -> tuple[float, float, float]:
+        """Median, min and max of values, per host."""
+        per = [v / self.hosts for v in values]
+        return statistics.median(per), min(per), max(per)
+
 
 def measure(configs: Sequence[str], count: int, playbook: str, extra: Sequence[str],
-            mirror: Path, installers: Path, pins: Path, logs: Path | None,
+            mirror: Path, installers: Path, pins: Path, logs: Path | None, reruns: int,
             results: list[Measurement]) -> None:
-    """First converge of fresh nodes under configs[0], then a no-op re-run under each config.
+    """First converge of fresh nodes under configs[0], then no-op re-runs under each config.
 
     With one configuration this is the plain benchmark. With several (``--shared-fleet``) the
-    nodes are converged once and each configuration's re-run is timed on the same nodes; their
+    nodes are converged once and each configuration's re-runs are timed on the same nodes; their
     "first" column is then the one shared first converge, under configs[0].
     """
     names = [f"{NAME_PREFIX}{i:02d}" for i in range(count)]
     with fleet_of(names, mirror, SIM_STATE_DIR, log) as fleet:
         inventory = inventory_for(fleet, installers, pins)
         log(f"{configs[0]} N={count}: first converge")
-        first = run_playbook(playbook, inventory, ansible_env(configs[0], count, fleet), extra,
-                             fleet)
+        first = run_playbook(playbook, inventory, configs[0], f"{configs[0]}-first", extra, fleet)
         log(f"{configs[0]} N={count}: first converge {first.seconds:.1f} s")
         if logs is not None:
             logs.mkdir(parents=True, exist_ok=True)
             (logs / f"{configs[0]}-{count}-first.log").write_text(first.output)
         for config in configs:
-            log(f"{config} N={count}: no-op re-run")
+            runs: list[PlaybookRun] = []
             load = os.getloadavg()[0]
-            # --diff: a re-run that changes something shows what (free when nothing changes).
-            rerun = run_playbook(playbook, inventory, ansible_env(config, count, fleet),
-                                 [*extra, "--diff"], fleet)
-            log(f"{config} N={count}: re-run {rerun.seconds:.1f} s, CPU s: controller "
-                f"{rerun.controller_cpu:.1f}, nodes {rerun.nodes_cpu:.1f}")
-            if logs is not None:
-                (logs / f"{config}-{count}-rerun.log").write_text(rerun.output)
-            changed = {h: r["changed"] for h, r in rerun.recap.items() if r["changed"]}
             problem = ""
-            if changed or len(rerun.recap) != count:
-                problem = (f"{config} N={count}: the re-run is NOT a no-op: changed={changed}, "
-                           f"{len(rerun.recap)} of {count} hosts in the recap")
-                log(problem)  # recorded, reported, and the exit status is 1 at the end
-            tasks = max(r["ok"] + r["skipped"] for r in rerun.recap.values())
-            results.append(Measurement(config, count, first.seconds, rerun.seconds, tasks,
-                                       rerun.controller_cpu, rerun.nodes_cpu, load,
-                                       rerun.profile, problem))
+            for i in range(reruns):
+                log(f"{config} N={count}: no-op re-run {i + 1}/{reruns}")
+                # --diff: a re-run that changes something shows what (free when nothing changes).
+                rerun = run_playbook(playbook, inventory, config, f"{config}-rerun{i}",
+                                     [*extra, "--diff"], fleet)
+                runs.append(rerun)
+                log(f"{config} N={count}: re-run {rerun.seconds:.1f} s, CPU s: controller "
+                    f"{rerun.controller_cpu:.1f}, nodes {rerun.nodes_cpu:.1f}")
+                if logs is not None:
+                    (logs / f"{config}-{count}-rerun{i}.log").write_text(rerun.output)
+                changed = {h: r["changed"] for h, r in rerun.recap.items() if r["changed"]}
+                if changed or len(rerun.recap) != count:
+                    problem = (f"{config} N={count}: the re-run is NOT a no-op: changed={changed}"
+                               f", {len(rerun.recap)} of {count} hosts in the recap")
+                    log(problem)  # recorded, reported, and the exit status is 1 at the end
+            counts = {f: max(h.get(f, 0) for h in runs[-1].counts.values())
+                      for f in COUNT_FIELDS}
+            results.append(Measurement(
+                config, count, first.seconds, [r.seconds for r in runs],
+                [r.controller_cpu for r in runs], [r.nodes_cpu for r in runs], counts, load,
+                runs[-1].profile, problem))
 
 
 # --------------------------------------------------------------------------------------------
 # Report
+
+def model_seconds(m: Measurement, one: Measurement | None) -> float | None:
+    """W1 + (N-1)·c/cores: the one-host re-run plus every further host's CPU spread over the
+    cores (c: controller + node CPU seconds per host, measured at this N)."""
+    if one is None:
+        return None
+    pairs = zip(m.controller_cpu, m.nodes_cpu, strict=True)
+    cpu = statistics.median(c + n for c, n in pairs) / m.hosts
+    return one.rerun + (m.hosts - 1) * cpu / (os.cpu_count() or 1)
 
 
 def table(results: list[Measurement]) -> str:
@@ -327,35 +399,32 @@ def table(results: list[Measurement]) -> str:
     for config in dict.fromkeys(m.config for m in results):
         rows = sorted((m for m in results if m.config == config), key=lambda m: m.hosts)
         one = next((m for m in rows if m.hosts == 1), None)
-        lines += [f"config: {config}",
-                  f"{'N':>4} {'first s':>9} {'re-run s':>9} {'first N/1':>10} {'re-run N/1':>11}"
-                  f" {'re-run/first':>13} {'tasks/host':>11} {'re-run CPU s ctl+nodes':>23}"
-                  f" {'load':>5}"]
+        lines += [f"config: {config}  (re-runs: median of {len(rows[0].reruns)}; CPU-s per host:"
+                  " median [min-max]; counts per host: the most any host needed)",
+                  f"{'N':>4} {'first s':>8} {'re-run s':>9} {'model s':>8} {'re-run/first':>12}"
+                  f" {'ctl CPU-s/host':>20} {'node CPU-s/host':>20} {'ssh':>4} {'mods':>5}"
+                  f" {'facts':>5} {'pkg':>4} {'tasks':>5} {'load':>5}"]
         for m in rows:
-            first_ratio = f"{m.first / one.first:.2f}" if one else "-"
-            rerun_ratio = f"{m.rerun / one.rerun:.2f}" if one else "-"
-            lines.append(f"{m.hosts:>4} {m.first:>9.1f} {m.rerun:>9.1f} {first_ratio:>10}"
-                         f" {rerun_ratio:>11} {m.rerun / m.first:>13.2f} {m.tasks_per_host:>11}"
-                         f" {m.rerun_controller_cpu:>11.1f}+{m.rerun_nodes_cpu:<11.1f}"
-                         f" {m.load_before_rerun:>5.1f}"
-                         + ("  RE-RUN CHANGED HOSTS: NOT A NO-OP" if m.problem else ""))
+            model = model_seconds(m, one)
+            ctl, node = m.per_host(m.controller_cpu), m.per_host(m.nodes_cpu)
+            c = m.counts
+            lines.append(
+                f"{m.hosts:>4} {m.first:>8.1f} {m.rerun:>9.1f} "
+                f"{(f'{model:.1f}' if model is not None else '-'):>8} {m.rerun / m.first:>12.2f}"
+                f" {ctl[0]:>6.2f} [{ctl[1]:.2f}-{ctl[2]:.2f}] "
+                f"{node[0]:>6.2f} [{node[1]:.2f}-{node[2]:.2f}]"
+                f" {c['ssh_executions']:>4} {c['module_runs']:>5} {c['fact_gatherings']:>5}"
+                f" {c['package_manager_runs']:>4} {c['tasks']:>5} {m.load_before_rerun:>5.1f}"
+                + ("  RE-RUN CHANGED HOSTS: NOT A NO-OP" if m.problem else ""))
         lines.append("")
-    lines.append("CPU: re-run CPU seconds of ansible-playbook (controller) + all nodes' containers;"
-                 f" this machine has {os.cpu_count()} cores, shared with whatever else runs (load ="
-                 " 1-min load average before the re-run).")
+    lines.append("CPU: ansible-playbook and its children, the SSH masters included (controller),"
+                 " and the nodes' containers' cgroups (node); this machine has "
+                 f"{os.cpu_count()} cores, shared with whatever else runs (load = 1-min load"
+                 " average before the re-runs). model: W1 + (N-1)·c/cores, W1 the 1-host re-run,"
+                 " c the controller + node CPU-s per host.")
     lines.append("")
-    configs = {m.config for m in results}
-    if "baseline" in configs and len(configs) > 1:
-        lines.append("speed-up against baseline (baseline s / config s), first | re-run:")
-        base = {m.hosts: m for m in results if m.config == "baseline"}
-        for m in sorted(results, key=lambda m: (m.config, m.hosts)):
-            if m.config != "baseline" and m.hosts in base:
-                b = base[m.hosts]
-                lines.append(f"  {m.config:>8} N={m.hosts:<3} {b.first / m.first:5.2f} | "
-                             f"{b.rerun / m.rerun:5.2f}")
-        lines.append("")
     for m in results:
-        lines.append(f"slowest tasks of the no-op re-run, {m.config} N={m.hosts} "
+        lines.append(f"slowest tasks of the last no-op re-run, {m.config} N={m.hosts} "
                      "(profile_tasks: wall seconds of the task, all hosts and batches):")
         lines += [f"  {secs:7.2f} s  {task}" for task, secs in m.profile[:12]]
         lines.append("")
@@ -376,6 +445,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--shared-fleet", action="store_true",
                         help="per N, converge one fleet once (under the first --config) and time "
                         "every configuration's re-run on it (saves the first converges of big N)")
+    parser.add_argument("--reruns", type=int, default=3,
+                        help="no-op re-runs per configuration (median and spread; default 3)")
     parser.add_argument("--rebuild-image", action="store_true",
                         help=f"rebuild {SSH_IMAGE} even if it exists")
     args = parser.parse_args(argv)
@@ -396,6 +467,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if os.geteuid() != 0:
         raise SystemExit("run as root: the nodes are rootful podman containers")
     signal.signal(signal.SIGTERM, on_sigterm)
+    if not become_subreaper():
+        log("prctl(PR_SET_CHILD_SUBREAPER) failed: the SSH masters' CPU is not counted")
     extra = ["--tags", args.tags] if args.tags else []
     results: list[Measurement] = []
     cache = ROOT / ".artifacts" / "scale"
@@ -406,7 +479,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         for count in args.host_counts:
             for configs in groups:
                 measure(configs, count, args.playbook, extra, mirror, installers, pins,
-                        args.keep_logs, results)
+                        args.keep_logs, args.reruns, results)
                 print(table(results), flush=True)
     except KeyboardInterrupt:
         log("interrupted; the nodes of the current run were removed")
@@ -419,7 +492,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
     finally:
         if args.json and results:
-            args.json.write_text(json.dumps([m.__dict__ for m in results], indent=2) + "\n")
+            rows = [{**m.__dict__, "rerun": m.rerun} for m in results]
+            args.json.write_text(json.dumps(rows, indent=2) + "\n")
     print("=" * 80)
     print(table(results))
     problems = [m.problem for m in results if m.problem]

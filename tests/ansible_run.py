@@ -88,3 +88,30 @@ def bad_descriptions(node: Any, path: str = "") -> list[tuple[str, Any]]:
         for item in node:
             found += bad_descriptions(item, path)
     return found
+
+
+def counted_playbook(*args: str, env: Mapping[str, str], workdir: Path,
+                     addresses: Mapping[str, str] | None = None,
+                     timeout: float | None = None,
+                     ) -> tuple[subprocess.CompletedProcess[str], dict[str, dict[str, int]]]:
+    """ansible-playbook with the run_counts callback, and over SSH with bench/sshcount as its ssh,
+    sftp and scp: the run and, per inventory host, its counts plus ``ssh_executions``.
+    addresses maps inventory names to the addresses SSH is given (ansible_host)."""
+    counts, ssh_log = workdir / "run-counts.jsonl", workdir / "ssh-count.log"
+    wrapper = ROOT / "bench" / "sshcount" / "ssh"
+    proc = ansible_playbook(*args, timeout=timeout, env={
+        **env, "ANSIBLE_CALLBACKS_ENABLED": "ascend_serve.fleet.run_counts",
+        "ASCEND_SERVE_RUN_COUNTS": str(counts), "ASCEND_SSH_COUNT_LOG": str(ssh_log),
+        "ANSIBLE_SSH_EXECUTABLE": str(wrapper),
+        "ANSIBLE_SFTP_EXECUTABLE": str(wrapper.with_name("sftp")),
+        "ANSIBLE_SCP_EXECUTABLE": str(wrapper.with_name("scp"))})
+    lines = counts.read_text().splitlines() if counts.exists() else []
+    hosts: dict[str, dict[str, int]] = json.loads(lines[-1])["hosts"] if lines else {}
+    names = {address: name for name, address in (addresses or {}).items()}
+    calls = [names.get(line.split()[-1], line.split()[-1])
+             for line in (ssh_log.read_text().splitlines() if ssh_log.exists() else [])]
+    for host, counted in hosts.items():
+        counted["ssh_executions"] = calls.count(host)
+    counts.unlink(missing_ok=True)
+    ssh_log.unlink(missing_ok=True)
+    return proc, hosts

@@ -9,6 +9,7 @@ through real device NICs between two network namespaces, reusing tests/simnet.py
 
 from __future__ import annotations
 
+import hashlib
 import importlib
 import json
 import shlex
@@ -638,3 +639,17 @@ def test_modules_run_as_ansible_runs_them(tmp_path: Path, tool: str, node: Path)
                             tmp_path)
     assert missing["failed"] is True
     assert "install the NPU driver first" in missing["msg"]
+
+
+def test_apply_reports_the_conf_file_it_was_asked_about(tool: str, tmp_path: Path) -> None:
+    """conf_path: the state of the vendor's file after the setters, for the role to compare."""
+    conf = tmp_path / "hccn.conf"
+    conf.write_text("address_0=198.51.100.1\n")
+    params = {"devices": plan(0), "tool": tool, "workers": 8, "conf_path": str(conf)}
+    result: dict[str, Any] = hccn_config.run(params, False, subprocess_runner)
+    assert result["conf"]["sha1"] == hashlib.sha1(conf.read_bytes()).hexdigest()  # noqa: S324
+    assert result["conf"]["mode"] == f"{conf.stat().st_mode & 0o7777:04o}"
+    missing = hccn_config.run({**params, "conf_path": str(tmp_path / "none")}, True,
+                              subprocess_runner)
+    assert missing["conf"] is None
+    assert "conf" not in apply(tool, plan(0))

@@ -6,9 +6,11 @@ including a mirror that drops the connection mid-file and one that ignores Range
 
 from __future__ import annotations
 
+import grp
 import hashlib
 import json
 import os
+import pwd
 import subprocess
 import threading
 from collections.abc import Iterator
@@ -192,6 +194,28 @@ def test_check_mode_and_plan_only_change_nothing(
     assert not planned["changed"] and planned["bytes_to_fetch"] == sum(
         f["size"] for f in manifest["files"])
     assert not dest.exists()
+
+
+def test_plan_says_whether_a_run_would_change_anything_and_who_owns_the_model(
+    tmp_path: Path, source: tuple[Path, dict[str, Any]]
+) -> None:
+    """What model_store decides from on a converged host (one round trip): converged, owned."""
+    src, manifest = source
+    dest = tmp_path / "models" / "tiny"
+    common = from_path(src, manifest, dest, tmp_path / "stage")
+    me = pwd.getpwuid(os.getuid()).pw_name
+    mine = grp.getgrgid(os.getgid()).gr_name
+    before = run_module(tmp_path, plan_only=True, owner=me, group=mine, **common)
+    assert (before["converged"], before["owned"]) == (False, False)  # no directory yet
+    run_module(tmp_path, **common)
+    after = run_module(tmp_path, plan_only=True, owner=me, group=mine, **common)
+    assert (after["converged"], after["owned"], after["changed"]) == (True, True, False)
+    assert after["plan"] == [] and after["complete"]
+    assert run_module(tmp_path, plan_only=True, **common)["owned"] is None
+    assert run_module(tmp_path, plan_only=True, owner="no-such-user-ascend",
+                      **common)["owned"] is False
+    (dest / "config.json").unlink()
+    assert run_module(tmp_path, plan_only=True, **common)["converged"] is False
 
 
 @pytest.mark.parametrize(

@@ -89,13 +89,30 @@ def test_cann_facts_finds_both_toolkit_layouts(tmp_path: Path) -> None:
 # start of its message)
 FACTS_RUNS = [
     ("cann_facts", {"install_path": "{tmp}/Ascend"},
-     {"ascend_cann_state": {"driver_version": "", "toolkits": [], "nnal_version": ""}}),
+     {"ascend_cann_state": {"driver_version": "", "toolkits": [], "nnal_version": "",
+                            "environment": {}, "environment_error": "", "files": {}}}),
     ("cann_facts", {"install_path": "{tmp}"}, "cannot read the installed CANN: "),
     ("npu_driver_facts", {"install_path": "{tmp}/Ascend", "ledger_path": "{tmp}/ledger.fact"},
      {"ascend_npu_driver_state": {"driver_version": "", "firmware_versions": [],
                                   "firmware_unreadable_chips": 0, "upgrade_tool": False,
                                   "ledger": {}}}),
     ("npu_driver_facts", {"install_path": "{tmp}"}, "cannot read the installed driver: "),
+    # The run user and group as the databases have them, and who holds the wanted ids.
+    ("npu_driver_facts", {"install_path": "{tmp}/Ascend", "user": "root", "group": "root",
+                          "uid": 0, "gid": 0},
+     {"ascend_npu_driver_state": {
+         "run_user": {"name": "root", "exists": True, "uid": 0, "gid": 0, "group": "root",
+                      "home_exists": True},
+         "run_group": {"name": "root", "exists": True, "gid": 0},
+         "uid_owner": "root", "gid_owner": "root"}}),
+    ("npu_driver_facts", {"install_path": "{tmp}/Ascend", "user": "ascend-no-such-user",
+                          "group": "ascend-no-such-group", "uid": 4294967290, "gid": 4294967290},
+     {"ascend_npu_driver_state": {
+         "run_user": {"name": "ascend-no-such-user", "exists": False, "uid": None, "gid": None,
+                      "group": "", "comment": "", "shell": "", "home": "",
+                      "home_exists": False},
+         "run_group": {"name": "ascend-no-such-group", "exists": False, "gid": None},
+         "uid_owner": "", "gid_owner": ""}}),
     ("npu_pci_facts", {"sysfs_pci_path": "{tmp}/missing"}, {"ascend_pci_npus": []}),
     ("rdma_facts", {"sysfs_path": "{tmp}/missing"}, {"rdma_devices": []}),
     ("disk_space_facts", {"paths": ["{tmp}/not/yet"]},
@@ -136,3 +153,10 @@ def test_facts_modules_run_as_ansible_runs_them(
     else:
         assert (result.get("failed"), result["changed"]) == (None, False), result
         assert _contains(result["ansible_facts"], _with_tmp(expected, str(tmp_path))), result
+
+
+def test_npu_driver_facts_reads_no_account_it_is_not_asked_about(tmp_path: Path) -> None:
+    result = module_result("npu_driver_facts", {"install_path": str(tmp_path / "Ascend")},
+                           tmp_path, check_mode=True)
+    state = result["ansible_facts"]["ascend_npu_driver_state"]
+    assert not {"run_user", "run_group", "uid_owner", "gid_owner"} & set(state), state

@@ -26,14 +26,17 @@ from ascend_serve.serving import launcher, profiles
 
 ROOT = Path(__file__).resolve().parents[2]
 NODE = "ascend-local-a2"
+# Issue 21: ceilings on a no-op re-run of site.yml on the node (counts, not times).
+SITE_NOOP_MODULE_RUNS = 20
+SITE_NOOP_TASKS = 250
 # Where `python -m ascend_sim node up` keeps the node's simulated hardware (node.json).
 SIM_STATE = Path(os.environ.get("ASCEND_SIM_STATE", "/var/lib/ascend-sim")) / NODE
 
 
-def _run(*args: str) -> subprocess.CompletedProcess[str]:
+def _run(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [str(ROOT / "scripts" / "local-deploy.sh"), *args],
-        cwd=ROOT, capture_output=True, text=True, check=False,
+        cwd=ROOT, capture_output=True, text=True, check=False, env={**os.environ, **(env or {})},
     )
 
 
@@ -55,8 +58,17 @@ def test_local_deploy_fresh_then_no_change(tmp_path: Path) -> None:
     assert re.search(r"(\d+)/\1 checks passed: OK", first.stdout), first.stdout[-4000:]
     assert "serving tiny-deepseek-v3 at http://" in first.stdout
     pid_before = _unit()["ExecMainPID"]
-    second = _run()
+    counts_file = tmp_path / "run-counts.jsonl"
+    second = _run(env={"ANSIBLE_CALLBACKS_ENABLED": "ascend_serve.fleet.run_counts",
+                       "ASCEND_SERVE_RUN_COUNTS": str(counts_file)})
     assert second.returncode == 0, second.stdout[-4000:] + second.stderr[-4000:]
+    # What the no-op re-run of site.yml cost the node (the run_counts callback): one fact
+    # gathering, no package manager, and a bounded number of module runs (each one round trip).
+    counts = json.loads(counts_file.read_text().splitlines()[-1])["hosts"][NODE]
+    assert counts["fact_gatherings"] <= 1, counts
+    assert counts["package_manager_runs"] == 0, counts
+    assert counts["module_runs"] <= SITE_NOOP_MODULE_RUNS, counts
+    assert counts["tasks"] <= SITE_NOOP_TASKS, counts
     recap = re.search(rf"{NODE}\s*:\s*ok=\d+\s+changed=(\d+)\s+unreachable=0\s+failed=0",
                       second.stdout)
     assert recap is not None, second.stdout[-4000:]

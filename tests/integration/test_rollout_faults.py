@@ -46,6 +46,7 @@ from typing import Any
 
 import pytest
 import yaml
+from ansible_run import counted_playbook
 
 from ascend_serve.serving.tiny_model import VOCAB_SIZE, model_config_kwargs
 from ascend_sim.sshfleet import Fleet, build_image, fleet_of, sim_env, write_inventory
@@ -56,6 +57,8 @@ NODES = ("ascend-roll-1", "ascend-roll-2", "ascend-roll-3")
 OLD, OLD_FIRMWARE = "vllm-ascend-0.11.0", "7.7.0.1.200"
 NEW, NEW_FIRMWARE = "vllm-ascend-0.13.0", "7.8.0.2.212"
 SKIP = "env,models"
+# Issue 21: a converged host costs at most this many SSH executions in a no-op stack run.
+NOOP_SSH_CEILING = 6
 ROLLOUT_FACT = "/etc/ansible/facts.d/ascend_rollout.fact"
 STANDIN = "/opt/vllm-standin"  # vllm_service_env_prefix: the stand-in is its bin/vllm
 MODEL_CONFIG = "/var/lib/ascend-serve/models/tiny-deepseek-v3/config.json"
@@ -199,6 +202,20 @@ def test_rollout_stops_at_the_failed_batch_and_a_rerun_repairs(
                               playbook, OLD, OLD_FIRMWARE)
         assert rc == 0, summary["failures"]
     assert {host: _health(nodes, host) for host in NODES} == dict.fromkeys(NODES, 200)
+
+    # A no-op re-run of the stack over SSH costs one fact gathering and a few round trips per
+    # host, and starts no package manager (counted: the run_counts callback, bench/sshcount).
+    proc, counts = counted_playbook(
+        "ascend_serve.fleet.stack", "-i", str(inventory), "--skip-tags", SKIP,
+        "-e", f"ascend_stack_set={OLD}", "-e", f"npu_driver_firmware_version={OLD_FIRMWARE}",
+        env=_env(nodes), workdir=tmp_path, addresses=nodes.addresses, timeout=900)
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    assert set(counts) == set(NODES), counts
+    for host, counted in counts.items():
+        assert counted["changed"] == 0, (host, counted)
+        assert counted["fact_gatherings"] <= 1, (host, counted)
+        assert counted["package_manager_runs"] == 0, (host, counted)
+        assert counted["ssh_executions"] <= NOOP_SSH_CEILING, (host, counted)
 
     # 1. A chip of the second host goes Critical once that host is out of the balancer.
     sim = f"{sys.executable} -m ascend_sim"

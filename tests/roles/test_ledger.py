@@ -39,7 +39,7 @@ TOPIC = "ascend_serve ledger changed"
 # own next tasks) read ansible_local: as before the ledger had one handler (rollout's resume
 # refreshed with a setup task of its own then).
 FLUSHING = {"preflight": "main.yml", "os_base": "main.yml", "npu_driver": "state.yml",
-            "cann": "environment.yml", "host_tuning": "main.yml", "rdma": "main.yml",
+            "cann": "main.yml", "host_tuning": "main.yml", "rdma": "main.yml",
             "swap": "main.yml", "rollout": "resume.yml"}
 
 SWAP = {"size_gb": 2, "file": "/swapfile", "priority": 10, "active": False,

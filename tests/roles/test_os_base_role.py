@@ -10,7 +10,7 @@ import role_files
 from paths import ROLES
 
 OS_VARS_KEYS = {
-    "_os_base_package_manager", "_os_base_installed_query", "_os_base_packages",
+    "_os_base_package_manager", "_os_base_packages",
     "_os_base_kernel_dev_packages", "_os_base_hold_tool_packages",
     "_os_base_kernel_hold_packages", "_os_base_repo_sources", "_os_base_repo_file_suffix",
 }

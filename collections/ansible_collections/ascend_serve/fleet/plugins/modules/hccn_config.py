@@ -49,6 +49,13 @@ options:
         description: Whether the device NIC uses TLS (C(-tls -s enable 1)).
         type: bool
         default: false
+  conf_path:
+    description:
+      - A file whose state is returned as RV(conf), read after the setters ran (C(hccn_tool)
+        rewrites the vendor's C(/etc/hccn.conf) when it sets a value), so that the caller
+        rewrites its own copy of the file only where it differs. Nothing is read without it.
+    type: path
+    version_added: 0.4.0
 attributes:
   check_mode:
     support: full
@@ -112,6 +119,14 @@ diff:
   type: dict
   sample: {before: "address_0=192.168.100.101\nnetmask_0=255.255.0.0\ntls_enable_0=0\n",
            after: "address_0=192.168.100.101\nnetmask_0=255.255.255.0\ntls_enable_0=0\n"}
+conf:
+  description:
+    - State of O(conf_path) after the run; null when it does not exist.
+    - Its C(sha1), C(mode) (such as C(0644)), C(owner), C(group), C(isdir) and C(islnk).
+  returned: when O(conf_path) is given
+  type: dict
+  sample: {sha1: 0b2e81d5bbd2e8a1b8c0a6e1fa1e7c4b58a5e2f7, mode: "0644", owner: root,
+           group: root, isdir: false, islnk: false}
 msg:
   description: Why the devices were not read (check mode without hccn_tool).
   returned: when hccn_tool is missing in check mode
@@ -120,6 +135,7 @@ msg:
 
 from typing import TYPE_CHECKING, Any
 
+from ansible_collections.ascend_serve.fleet.plugins.module_utils.file_state import file_state
 from ansible_collections.ascend_serve.fleet.plugins.module_utils.hccn import (
     COMMON_ARGS,
     HccnError,
@@ -210,7 +226,15 @@ def _settings(state: dict[str, Any]) -> dict[str, Any]:
 
 
 def run(params: dict[str, Any], check_mode: bool, runner: Runner) -> dict[str, Any]:
-    """The module's work; raises HccnError (message and partial result) to fail."""
+    """The module's work, with the state of O(conf_path) when given."""
+    result = configure(params, check_mode, runner)
+    if params.get("conf_path"):
+        result["conf"] = file_state(params["conf_path"])
+    return result
+
+
+def configure(params: dict[str, Any], check_mode: bool, runner: Runner) -> dict[str, Any]:
+    """Read and set the devices; raises HccnError (message and partial result) to fail."""
     try:
         tool, workers = common_options(params)
         wanted = wanted_settings(params.get("devices") or [])
@@ -311,6 +335,7 @@ def main() -> None:
                     "tls": {"type": "bool", "default": False},
                 },
             },
+            "conf_path": {"type": "path"},
             **COMMON_ARGS,
         },
         lambda module: run(module.params, module.check_mode, module_runner(module)),

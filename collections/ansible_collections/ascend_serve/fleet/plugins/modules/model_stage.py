@@ -130,6 +130,21 @@ complete:
   description: Whether every file of the manifest is present and verified after this run.
   returned: always
   type: bool
+converged:
+  description:
+    - Whether the model directory needed nothing before this run (no file to fetch, the ledger
+      and the manifest in the directory up to date); with O(plan_only=true), whether a run
+      would change nothing.
+  returned: always
+  type: bool
+  version_added: 0.4.0
+owned:
+  description:
+    - Whether the model directory and everything in it belong to O(owner) and O(group) (links
+      not followed); false when one of them does not exist, null when neither is given.
+  returned: always
+  type: bool
+  version_added: 0.4.0
 """
 
 import errno
@@ -367,6 +382,31 @@ def _ids(module):
     return uid, gid
 
 
+def owned(dest, owner, group):
+    """Whether dest and everything below it (links not followed) has this owner and group;
+    None when neither is given, False when one does not exist."""
+    if not owner and not group:
+        return None
+    try:
+        uid = pwd.getpwnam(owner).pw_uid if owner else None
+        gid = grp.getgrnam(group).gr_gid if group else None
+    except KeyError:
+        return False
+    if not os.path.isdir(dest):
+        return False
+    paths = [dest]
+    for root, dirs, files in os.walk(dest):
+        paths.extend(os.path.join(root, name) for name in dirs + files)
+    for path in paths:
+        try:
+            st = os.lstat(path)
+        except OSError:
+            return False
+        if (uid is not None and st.st_uid != uid) or (gid is not None and st.st_gid != gid):
+            return False
+    return True
+
+
 def _validate_manifest(module):
     manifest = module.params["manifest"]
     files = manifest.get("files")
@@ -440,6 +480,7 @@ def main():
     except (OSError, ValueError):
         manifest_current = False
     needs_change = bool(todo) or bool(stale_ledger) or (not todo and not manifest_current)
+    result.update(converged=not needs_change, owned=owned(dest, p["owner"], p["group"]))
 
     if bytes_to_fetch + p["min_free_bytes"] > free:
         module.fail_json(

@@ -24,6 +24,26 @@ options:
       - The kernel's RDMA class directory. Point it elsewhere to read a captured or fake tree.
     type: path
     default: /sys/class/infiniband
+  packages:
+    description:
+      - OS packages of the RDMA user space (rdma-core, ...) whose absence RV(missing_packages)
+        reports, read from the package database (the dpkg status file, or C(rpm --query
+        --whatprovides)); apt or dnf is not started.
+    type: list
+    elements: str
+    default: []
+    version_added: 0.4.0
+  package_manager:
+    description: The package database of O(packages); C(auto) reads dpkg's where it exists.
+    type: str
+    choices: [auto, apt, dnf]
+    default: auto
+    version_added: 0.4.0
+  dpkg_status:
+    description: The dpkg status database.
+    type: path
+    default: /var/lib/dpkg/status
+    version_added: 0.4.0
 extends_documentation_fragment:
   - ascend_serve.fleet.facts
 """
@@ -40,6 +60,13 @@ EXAMPLES = r"""
 """
 
 RETURN = r"""
+missing_packages:
+  description: The packages of O(packages) that are not installed, in their order.
+  returned: always
+  type: list
+  elements: str
+  sample: [perftest]
+  version_added: 0.4.0
 ansible_facts:
   description: Sets C(rdma_devices), the RDMA devices the kernel lists under O(sysfs_path).
   returned: always
@@ -76,7 +103,13 @@ ansible_facts:
 import os
 import re
 
-from ansible_collections.ascend_serve.fleet.plugins.module_utils.module_main import facts_main
+from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.ascend_serve.fleet.plugins.module_utils.package_db import (
+    DPKG_STATUS,
+    MANAGERS,
+    PackageDbError,
+    missing_packages,
+)
 
 ZERO_GID = "0000:0000:0000:0000:0000:0000:0000:0000"
 PCI_ADDRESS = re.compile(r"^[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]$")
@@ -198,8 +231,23 @@ def scan(sysfs_path: str) -> list[dict[str, object]]:
 
 
 def main() -> None:
-    facts_main("rdma_devices", lambda module: scan(module.params["sysfs_path"]),
-               {"sysfs_path": {"type": "path", "default": "/sys/class/infiniband"}})
+    module = AnsibleModule(
+        argument_spec={
+            "sysfs_path": {"type": "path", "default": "/sys/class/infiniband"},
+            "packages": {"type": "list", "elements": "str", "default": []},
+            "package_manager": {"type": "str", "choices": MANAGERS, "default": "auto"},
+            "dpkg_status": {"type": "path", "default": DPKG_STATUS},
+        },
+        supports_check_mode=True,
+    )
+    params = module.params
+    try:
+        missing = missing_packages(params["packages"], params["package_manager"],
+                                   params["dpkg_status"])
+    except PackageDbError as exc:
+        module.fail_json(msg=f"cannot read the package database: {exc}")
+    module.exit_json(changed=False, ansible_facts={"rdma_devices": scan(params["sysfs_path"])},
+                     missing_packages=missing)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,273 @@
+#!/usr/bin/python
+"""Read, in one round trip, what the python_env role manages, so that it can decide its plan."""
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+---
+module: python_env_state
+short_description: Read the serving Python environment's state in one round trip
+description:
+  - The one remote read of the C(ascend_serve.fleet.python_env) role on a converged host. It
+    reads the system Python's version, whether Miniconda and the OS packages are installed
+    (from the package database; apt or dnf is not started), the environment's Python version,
+    its site-packages and the installed versions of some distributions (one run of the
+    environment's interpreter, which imports nothing of the set), the role's files in the
+    environment (sha1, mode, owner) and its install marker.
+  - The role compares this with what it wants on the controller and runs its apply tasks (pip
+    among them) and its import check only when something differs.
+version_added: 0.4.0
+options:
+  prefix:
+    description: The environment's root (its interpreter is C(PREFIX/bin/python)).
+    type: path
+    required: true
+  python:
+    description: A system interpreter whose major.minor version is reported (a venv's base).
+    type: path
+  conda_prefix:
+    description: Where Miniconda is installed; reports whether C(bin/conda) exists there.
+    type: path
+  packages:
+    description: OS packages that must be installed; those that are not are reported.
+    type: list
+    elements: str
+    default: []
+  package_manager:
+    description: Which package database to read; C(auto) reads dpkg's where it exists.
+    type: str
+    choices: [auto, apt, dnf]
+    default: auto
+  dpkg_status:
+    description: The dpkg status database.
+    type: path
+    default: /var/lib/dpkg/status
+  distributions:
+    description: Distributions whose installed version in the environment is reported.
+    type: list
+    elements: str
+    default: []
+  files:
+    description: Files whose state (sha1, mode, owner, group) is reported.
+    type: list
+    elements: path
+    default: []
+  directories:
+    description: Directories whose regular files (not those below) are reported as O(files) are.
+    type: list
+    elements: path
+    default: []
+  purelib_files:
+    description: Files under the environment's site-packages (relative paths) to report.
+    type: list
+    elements: str
+    default: []
+  marker:
+    description: A JSON file whose content is returned (the role's install marker).
+    type: path
+extends_documentation_fragment:
+  - ascend_serve.fleet.common
+  - ascend_serve.fleet.common.read_only
+"""
+
+EXAMPLES = r"""
+- name: Read the environment's state
+  ascend_serve.fleet.python_env_state:
+    prefix: /opt/ascend-serve/env
+    python: /usr/bin/python3
+    packages: [python3, python3-venv, python3-pip]
+    distributions: [torchvision, triton]
+    directories: [/opt/ascend-serve/env/ascend-serve/lock]
+    purelib_files: [vllm-0.32.0+cpu.dist-info/METADATA]
+    marker: /opt/ascend-serve/env/ascend-serve/installed.json
+  register: _python_env_state
+"""
+
+RETURN = r"""
+python_version:
+  description: Major.minor of O(python); null without O(python) or when it does not run.
+  returned: always
+  type: str
+  sample: "3.11"
+conda:
+  description: Whether C(CONDA_PREFIX/bin/conda) exists (false without O(conda_prefix)).
+  returned: always
+  type: bool
+missing_packages:
+  description: The packages of O(packages) that are not installed, in their order.
+  returned: always
+  type: list
+  elements: str
+env:
+  description: The environment.
+  returned: always
+  type: dict
+  contains:
+    exists:
+      description: Whether C(PREFIX/bin/python) exists.
+      type: bool
+    python:
+      description: Its version (X.Y.Z); null when it does not exist or does not run.
+      type: str
+      sample: "3.11.2"
+    error:
+      description: Why it did not run (empty when it ran or does not exist).
+      type: str
+    purelib:
+      description: Its site-packages directory; null when it did not run.
+      type: str
+    distributions:
+      description: Installed version of each of O(distributions); null for one not installed.
+      type: dict
+    files:
+      description: State of each of O(purelib_files), by the relative path given.
+      type: dict
+files:
+  description:
+    - State of each of O(files) and of each regular file in O(directories), by path.
+    - Null for a path that does not exist, else its C(sha1) (null for a directory), C(mode)
+      (such as C(0644)), C(owner), C(group), C(isdir) and C(islnk).
+  returned: always
+  type: dict
+marker:
+  description: The content of O(marker); null when it is missing or not JSON.
+  returned: always
+  type: dict
+"""
+
+import json
+import os
+import subprocess
+import sys
+from typing import Any
+
+from ansible_collections.ascend_serve.fleet.plugins.module_utils.file_state import file_state
+from ansible_collections.ascend_serve.fleet.plugins.module_utils.module_main import result_main
+from ansible_collections.ascend_serve.fleet.plugins.module_utils.package_db import (
+    MANAGERS,
+    PackageDbError,
+    missing_packages,
+)
+
+# Run by the environment's interpreter (any Python 3): its version, its site-packages and the
+# versions of the distributions named in argv[1] (JSON). Imports nothing of the environment.
+PROBE = """
+import json, sys, sysconfig
+try:
+    from importlib import metadata
+except ImportError:
+    metadata = None
+found = {}
+for name in json.loads(sys.argv[1]):
+    try:
+        found[name] = metadata.version(name) if metadata else None
+    except Exception:
+        found[name] = None
+print(json.dumps({"python": "%d.%d.%d" % tuple(sys.version_info[:3]),
+                  "purelib": sysconfig.get_paths()["purelib"], "distributions": found}))
+"""
+
+
+def python_version(python: str) -> str | None:
+    """Major.minor of an interpreter; this process's own where it is the same file."""
+    try:
+        if os.path.realpath(python) == os.path.realpath(sys.executable):
+            return f"{sys.version_info[0]}.{sys.version_info[1]}"
+        done = subprocess.run(
+            [python, "-c", "import sys; print('%d.%d' % tuple(sys.version_info[:2]))"],
+            capture_output=True, text=True, check=False, timeout=60)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    if done.returncode != 0:
+        return None
+    return done.stdout.strip() or None
+
+
+def env_state(prefix: str, distributions: list[str], purelib_files: list[str]) -> dict[str, Any]:
+    """The environment at ``prefix``, as RETURN's env describes it."""
+    python = os.path.join(prefix, "bin", "python")
+    state: dict[str, Any] = {"exists": os.path.exists(python), "python": None, "error": "",
+                             "purelib": None,
+                             "distributions": dict.fromkeys(distributions),
+                             "files": dict.fromkeys(purelib_files)}
+    if not state["exists"]:
+        return state
+    try:
+        done = subprocess.run([python, "-c", PROBE, json.dumps(distributions)],
+                              capture_output=True, text=True, check=False, timeout=120)
+        report = json.loads(done.stdout) if done.returncode == 0 else None
+    except (OSError, subprocess.SubprocessError, ValueError) as exc:
+        state["error"] = f"{python} did not run: {exc}"
+        return state
+    if report is None:
+        state["error"] = (f"{python} exited with rc {done.returncode}: "
+                          f"{done.stderr.strip()[-500:]}")
+        return state
+    state.update(python=report["python"], purelib=report["purelib"],
+                 distributions=report["distributions"])
+    state["files"] = {rel: file_state(os.path.join(report["purelib"], rel))
+                      for rel in purelib_files}
+    return state
+
+
+def listed(directories: list[str]) -> list[str]:
+    """The regular files directly in ``directories`` (none for a missing directory)."""
+    found = []
+    for directory in directories:
+        try:
+            names = sorted(os.listdir(directory))
+        except OSError:
+            continue
+        found += [os.path.join(directory, name) for name in names
+                  if os.path.isfile(os.path.join(directory, name))]
+    return found
+
+
+def read_marker(path: str | None) -> Any:
+    if not path:
+        return None
+    try:
+        with open(path, encoding="utf-8") as fh:
+            return json.load(fh)
+    except (OSError, ValueError):
+        return None
+
+
+def run(module: Any) -> dict[str, Any]:
+    params = module.params
+    conda = params["conda_prefix"]
+    return {
+        "changed": False,
+        "python_version": python_version(params["python"]) if params["python"] else None,
+        "conda": bool(conda) and os.path.exists(os.path.join(conda, "bin", "conda")),
+        "missing_packages": missing_packages(params["packages"], params["package_manager"],
+                                             params["dpkg_status"]),
+        "env": env_state(params["prefix"], params["distributions"], params["purelib_files"]),
+        "files": {path: file_state(path)
+                  for path in params["files"] + listed(params["directories"])},
+        "marker": read_marker(params["marker"]),
+    }
+
+
+def main() -> None:
+    result_main(
+        {
+            "prefix": {"type": "path", "required": True},
+            "python": {"type": "path"},
+            "conda_prefix": {"type": "path"},
+            "packages": {"type": "list", "elements": "str", "default": []},
+            "package_manager": {"type": "str", "choices": MANAGERS, "default": "auto"},
+            "dpkg_status": {"type": "path", "default": "/var/lib/dpkg/status"},
+            "distributions": {"type": "list", "elements": "str", "default": []},
+            "files": {"type": "list", "elements": "path", "default": []},
+            "directories": {"type": "list", "elements": "path", "default": []},
+            "purelib_files": {"type": "list", "elements": "str", "default": []},
+            "marker": {"type": "path"},
+        },
+        run,
+        errors=(PackageDbError,),
+    )
+
+
+if __name__ == "__main__":
+    main()

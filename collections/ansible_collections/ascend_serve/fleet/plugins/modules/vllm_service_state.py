@@ -1,0 +1,201 @@
+#!/usr/bin/python
+"""Read, in one round trip, everything the vllm_service role decides from."""
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+---
+module: vllm_service_state
+short_description: Read the vLLM unit's state, its files, its user and its inputs in one round trip
+description:
+  - The one remote read of the C(ascend_serve.fleet.vllm_service) role. It returns the systemd
+    unit's properties (C(systemctl show), so loaded, active, enabled, restarts, whether systemd
+    must reload it), the state of the files the role writes (sha1, mode, owner, group), whether
+    the service user and group exist with their groups, shell and home, which of the paths the
+    unit needs exist, and the model's C(config.json).
+  - The role compares this with what it wants (rendering its templates on the controller) and
+    runs only the tasks that change something; the server's checks run after a change.
+version_added: 0.4.0
+options:
+  unit:
+    description: The systemd unit, without C(.service).
+    type: str
+    required: true
+  files:
+    description: Files and directories whose state (sha1, mode, owner, group) is returned.
+    type: list
+    elements: path
+    default: []
+  paths:
+    description: Paths whose existence is returned.
+    type: list
+    elements: path
+    default: []
+  json_file:
+    description: A JSON file whose content is returned (the model's C(config.json)).
+    type: path
+  user:
+    description: The service user.
+    type: str
+  group:
+    description: The service group.
+    type: str
+extends_documentation_fragment:
+  - ascend_serve.fleet.common
+  - ascend_serve.fleet.common.read_only
+"""
+
+EXAMPLES = r"""
+- name: Read the vLLM unit, its files and its inputs
+  ascend_serve.fleet.vllm_service_state:
+    unit: ascend-vllm
+    files: [/etc/ascend-serve/vllm/launch.sh, /etc/systemd/system/ascend-vllm.service]
+    paths: [/opt/ascend-serve/env/bin/vllm]
+    json_file: /var/lib/ascend-serve/models/tiny-deepseek-v3/config.json
+    user: ascend-vllm
+    group: ascend-vllm
+  register: _vllm_service_state
+"""
+
+RETURN = r"""
+unit:
+  description:
+    - The unit's properties as C(systemctl show) gives them (C(LoadState), C(ActiveState),
+      C(SubState), C(Result), C(NRestarts), C(UnitFileState), C(NeedDaemonReload)); empty
+      where systemctl cannot be asked.
+  returned: always
+  type: dict
+  sample: {LoadState: loaded, ActiveState: active, SubState: running, Result: success,
+           NRestarts: "0", UnitFileState: enabled, NeedDaemonReload: "no"}
+files:
+  description:
+    - State of each of O(files), by path; null for a path that does not exist.
+    - Its C(sha1) (null for a directory), C(mode) (such as C(0644)), C(owner), C(group),
+      C(isdir) and C(islnk).
+  returned: always
+  type: dict
+paths:
+  description: Whether each of O(paths) exists, by path.
+  returned: always
+  type: dict
+json:
+  description: The content of O(json_file); null when it is missing or not JSON.
+  returned: always
+  type: raw
+json_error:
+  description: Why O(json_file) could not be parsed; empty when it was, or is missing.
+  returned: always
+  type: str
+user:
+  description: The service user (O(user)); C(exists) false when there is none.
+  returned: always
+  type: dict
+  sample: {exists: true, group: ascend-vllm, groups: [HwHiAiUser], shell: /usr/sbin/nologin,
+           home: /var/lib/ascend-serve/vllm}
+group:
+  description: The service group (O(group)); C(exists) false when there is none.
+  returned: always
+  type: dict
+  sample: {exists: true}
+"""
+
+import grp
+import json
+import os
+import pwd
+import subprocess
+from typing import Any
+
+from ansible_collections.ascend_serve.fleet.plugins.module_utils.file_state import file_state
+from ansible_collections.ascend_serve.fleet.plugins.module_utils.module_main import result_main
+
+PROPERTIES = ("LoadState", "ActiveState", "SubState", "Result", "NRestarts", "UnitFileState",
+              "NeedDaemonReload")
+
+
+def unit_state(module: Any, unit: str) -> dict[str, str]:
+    systemctl = module.get_bin_path("systemctl")
+    if not systemctl:
+        return {}
+    argv = [systemctl, "show", f"{unit}.service"]
+    for prop in PROPERTIES:
+        argv += ["--property", prop]
+    try:
+        done = subprocess.run(argv, capture_output=True, text=True, check=False, timeout=60)
+    except (OSError, subprocess.SubprocessError):
+        return {}
+    if done.returncode != 0:
+        return {}
+    props = dict(line.split("=", 1) for line in done.stdout.splitlines() if "=" in line)
+    return {key: props[key] for key in PROPERTIES if key in props}
+
+
+def user_state(name: str | None) -> dict[str, Any]:
+    if not name:
+        return {"exists": False}
+    try:
+        entry = pwd.getpwnam(name)
+    except KeyError:
+        return {"exists": False}
+    try:
+        primary = grp.getgrgid(entry.pw_gid).gr_name
+    except KeyError:
+        primary = str(entry.pw_gid)
+    groups = sorted(g.gr_name for g in grp.getgrall() if name in g.gr_mem)
+    return {"exists": True, "group": primary, "groups": groups, "shell": entry.pw_shell,
+            "home": entry.pw_dir}
+
+
+def group_state(name: str | None) -> dict[str, Any]:
+    if not name:
+        return {"exists": False}
+    try:
+        grp.getgrnam(name)
+    except KeyError:
+        return {"exists": False}
+    return {"exists": True}
+
+
+def read_json(path: str | None) -> tuple[Any, str]:
+    """(content, "") of a JSON file; (None, "") when it is missing, (None, why) when it is not
+    JSON or cannot be read."""
+    if not path or not os.path.exists(path):
+        return None, ""
+    try:
+        with open(path, encoding="utf-8") as fh:
+            return json.load(fh), ""
+    except (OSError, ValueError) as exc:
+        return None, f"{path}: {exc}"
+
+
+def run(module: Any) -> dict[str, Any]:
+    params = module.params
+    content, error = read_json(params["json_file"])
+    return {
+        "changed": False,
+        "unit": unit_state(module, params["unit"]),
+        "files": {path: file_state(path) for path in params["files"]},
+        "paths": {path: os.path.exists(path) for path in params["paths"]},
+        "json": content,
+        "json_error": error,
+        "user": user_state(params["user"]),
+        "group": group_state(params["group"]),
+    }
+
+
+def main() -> None:
+    result_main(
+        {
+            "unit": {"type": "str", "required": True},
+            "files": {"type": "list", "elements": "path", "default": []},
+            "paths": {"type": "list", "elements": "path", "default": []},
+            "json_file": {"type": "path"},
+            "user": {"type": "str"},
+            "group": {"type": "str"},
+        },
+        run,
+    )
+
+
+if __name__ == "__main__":
+    main()
