@@ -14,19 +14,28 @@ For each host count N and each Ansible configuration this script
    absolute and the installer pins of this run), hosts with ``ansible_host`` addresses and
    ``ansible_connection: ssh``;
 4. times the first converge of ``ascend_serve.fleet.stack`` (canary batch of 1, then the rest, as
-  the
-   playbook's ``serial`` says) and then a no-op re-run, which must report ``changed=0`` and no
-   failure on every host (the script fails loudly otherwise); ``ansible.posix.profile_tasks``
-   records the slowest tasks of the re-run;
-5. removes the containers, the nodes' state directories, the SSH master connections and the keys
+   the playbook's ``serial`` says) and then ``--reruns`` no-op re-runs, each of which must report
+   ``changed=0`` and no failure on every host (the script fails loudly otherwise);
+   ``ansible.posix.profile_tasks`` records the slowest tasks of the last re-run;
+5. counts, per host and run, what each run cost: SSH executions (Ansible's ``ssh_executable``,
+   ``sftp_executable`` and ``scp_executable`` are ``bench/sshcount/ssh``, which logs each call's
+   host), and from the ``ascend_serve.fleet.run_counts`` callback the tasks, module runs, fact
+   gatherings and package-manager runs;
+6. measures CPU: the controller's as this process's children (ansible-playbook, its workers and
+   the SSH clients) with the SSH masters included: this process is a child subreaper
+   (``prctl(PR_SET_CHILD_SUBREAPER)``), each run has its own control folder and its masters are
+   stopped and reaped when it ends; the nodes' from their containers' cgroups;
+7. removes the containers, the nodes' state directories, the SSH master connections and the keys
    (also on Ctrl-C or SIGTERM).
 
-It prints a table per configuration: N, first-converge seconds, re-run seconds, the ratios
-N-host/1-host of both, the ratio re-run/first, tasks per host, the CPU seconds the re-run cost on
-the controller (ansible-playbook and its children) and in all nodes' containers (cgroup cpuacct),
-the load average before the re-run, and the slowest re-run tasks (profile_tasks). Every simulated
-node shares this machine's cores with the controller, so the CPU columns say how far a wall time
-is bound by CPU: on 2 cores no tuning makes 32 hosts' module runs as cheap as one host's.
+It prints a table per configuration: N, first-converge seconds, re-run seconds (median), the
+model ``W1 + (N-1)·c/cores`` (W1 the 1-host re-run, c the controller + node CPU-s per host at
+this N: what the re-run would take if it were bound by this machine's CPU alone), re-run/first,
+controller and node CPU seconds per host (median [min-max] of the re-runs), and per host the SSH
+executions, module runs, fact gatherings, package-manager runs and tasks (the most any host
+needed; deterministic), the load average before the re-runs, and the slowest re-run tasks.
+Every simulated node shares this machine's cores with the controller: on 2 cores the wall time
+of 32 hosts is bound by their CPU, which is why the figures to read are per host.
 
 What is timed, honestly: os_base's Debian packages (compilers, dkms, python3-dev, ... and the
 running kernel's headers from the local mirror) are PRE-INSTALLED in the derived image. On this
@@ -42,11 +51,11 @@ Configurations (``--config``, comma-separated; run against fresh nodes each):
 
 * ``naive``:    what Ansible does without this repository's ansible.cfg tuning: forks 5, no
                 pipelining, no SSH ControlMaster (a new SSH connection per task);
-* ``baseline``: the repository's ansible.cfg as it is (forks 25, pipelining, ControlPersist 60s);
-* ``tuned``:    baseline plus forks >= N, ControlPersist 10 min (the re-run reuses the
-                connections of the first converge), ``PreferredAuthentications=publickey``, and
-                a jsonfile fact cache with ``gathering = smart`` (the play's ``gather_subset: min``
-                facts are not gathered again on the re-run).
+* ``baseline``: the repository's ansible.cfg as it is (forks 100, pipelining, ControlPersist
+                30 min, gathering smart, absolute remote_tmp);
+* ``mitogen``:  baseline with Mitogen for Ansible's ``mitogen_linear`` strategy (the PyPI
+                ``mitogen`` package, not a dependency: ``uv pip install mitogen``): one SSH
+                connection per host, the modules run in a persistent interpreter on the node.
 
 ``strategy: free`` is deliberately not tried: stack.yml uses ``serial`` batches and
 ``any_errors_fatal``, whose guarantees it would weaken.
@@ -58,18 +67,18 @@ configuration reuses another's connections): the way to afford N=32 for several 
 Run from the repository root as root (rootful podman), in the project's venv::
 
     source .venv/bin/activate
-    python bench/scale.py [--hosts 1,8,32] [--config baseline,tuned] [--shared-fleet]
-                          [--tags TAGS] [--keep-logs DIR] [--json FILE] [--rebuild-image]
+    python bench/scale.py [--hosts 1,8,32] [--config baseline,mitogen] [--shared-fleet]
+                          [--reruns 3] [--tags TAGS] [--keep-logs DIR] [--json FILE]
+                          [--rebuild-image]
 
 32 systemd containers need more inotify instances than the default 128
 (``sysctl -w fs.inotify.max_user_instances=1024``); the script checks and says so.
 
-Cost measured on the 2-core test machine (shared with other jobs, load 4-12): the derived image is
-built once (about 70 s, needs the Debian mirror). Per configuration: N=1 about 1.5 minutes
-(first converge 50-80 s, re-run 25-35 s), N=8 about 6-8 minutes (first converge 210-330 s, re-run
-95-145 s), N=32 about 27 minutes for the first configuration (node start-up 65 s, first converge
-950 s, re-run 625 s, at load 20-30) and about 10 more per further --shared-fleet one. Memory:
-about 40 MB per node. Exit status 1 when a converge fails or a re-run changes anything.
+Cost measured on the 2-core test machine (2026-12-05, load 2-30): the derived image is built
+once (about 70 s, needs the Debian mirror). ``--hosts 1,8,32 --config baseline,mitogen
+--shared-fleet --reruns 3`` took 20 minutes: node start-up 2 / 16 / 41-74 s, first converge 24 /
+123 / 445 s, each re-run 4 / 20 / 66-73 s. Memory: about 40 MB per node. Exit status 1 when a
+converge fails or a re-run changes anything. The figures: docs/bench.md.
 """
 
 from __future__ import annotations
@@ -435,7 +444,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
     parser.add_argument("--hosts", default="1,8,32",
                         help="comma-separated host counts (default 1,8,32)")
-    parser.add_argument("--config", default="baseline,tuned",
+    parser.add_argument("--config", default="baseline",
                         help=f"comma-separated configurations of {', '.join(CONFIGS)}")
     parser.add_argument("--playbook", default="ascend_serve.fleet.stack",
                         help="a playbook path, or one of the collection's by FQCN")

