@@ -50,7 +50,7 @@ def _namespaces_work() -> bool:
 pytestmark = [
     pytest.mark.skipif(not _namespaces_work(),
                        reason="needs root and mount namespaces (unshare -m)"),
-    # One host for the whole module, its tests in order: on one pytest-xdist worker.
+    # The steps share one host and run in order, as one test (pytest-xdist cannot split them).
     pytest.mark.xdist_group("cann_role"),
 ]
 
@@ -218,14 +218,14 @@ def _out(proc: subprocess.CompletedProcess[str]) -> str:
 # drift, the verify tag.
 
 
-def test_check_mode_on_the_fresh_host_writes_nothing(host: Host) -> None:
+def _check_mode_on_the_fresh_host_writes_nothing(host: Host) -> None:
     proc, records = host.play("--check", "--diff")
     assert proc.returncode == 0, _out(proc)
     assert "cann_facts" in _remote(records) and "template" not in _remote(records), _ours(records)
     assert host.inside(f"test ! -e {PROFILE} && test ! -e {ENV_FILE}").returncode == 0
 
 
-def test_first_run_installs_resolves_the_new_environment_and_verifies(host: Host) -> None:
+def _first_run_installs_resolves_the_new_environment_and_verifies(host: Host) -> None:
     proc, records = host.play()
     assert proc.returncode == 0, _out(proc)
     # Read before the installers and again after them, then written and verified.
@@ -244,7 +244,7 @@ def test_first_run_installs_resolves_the_new_environment_and_verifies(host: Host
                for r in _ours(records)), _ours(records)
 
 
-def test_a_no_op_re_run_makes_one_remote_call(host: Host) -> None:
+def _a_no_op_re_run_makes_one_remote_call(host: Host) -> None:
     for args in ((), ("--check", "--diff")):
         proc, records = host.play(*args)
         assert proc.returncode == 0, _out(proc)
@@ -258,7 +258,7 @@ def test_a_no_op_re_run_makes_one_remote_call(host: Host) -> None:
         assert host.counts["module_runs"] <= 3, (args, host.counts)
 
 
-def test_an_edited_environment_file_is_rewritten_and_verified(host: Host) -> None:
+def _an_edited_environment_file_is_rewritten_and_verified(host: Host) -> None:
     before = host.inside(f"cat {ENV_FILE}").stdout
     assert host.inside(f"echo EDITED=1 >> {ENV_FILE} && chmod 0600 {ENV_FILE}").returncode == 0
     proc, records = host.play("--check", "--diff")
@@ -274,7 +274,7 @@ def test_an_edited_environment_file_is_rewritten_and_verified(host: Host) -> Non
     assert host.inside(f"stat -c %a {ENV_FILE}").stdout.strip() == "644"
 
 
-def test_a_deleted_ledger_is_written_again(host: Host) -> None:
+def _a_deleted_ledger_is_written_again(host: Host) -> None:
     assert host.inside(f"rm {LEDGER}").returncode == 0
     proc, records = host.play()
     assert proc.returncode == 0, _out(proc)
@@ -284,11 +284,21 @@ def test_a_deleted_ledger_is_written_again(host: Host) -> None:
     assert proc.returncode == 0 and _remote(records) == ["cann_facts"], _ours(records)
 
 
-@pytest.mark.parametrize("tags", ["all,verify", "verify"])
-def test_the_verify_tag_reads_and_checks_and_changes_nothing(host: Host, tags: str) -> None:
+def _the_verify_tag_reads_and_checks_and_changes_nothing(host: Host, tags: str) -> None:
     proc, records = host.play("--tags", tags)
     assert proc.returncode == 0, _out(proc)
     assert _remote(records) == ["cann_facts", "command", "find"], _ours(records)
     assert not _changed(records), records
     assert any(r["status"] == "ok" and "environment sourced by login shells" in r["msg"]
                for r in _ours(records)), _ours(records)
+
+
+def test_the_role_on_one_host_step_by_step(host: Host) -> None:
+    """Each step starts from the state the one before left (see the steps above)."""
+    _check_mode_on_the_fresh_host_writes_nothing(host)
+    _first_run_installs_resolves_the_new_environment_and_verifies(host)
+    _a_no_op_re_run_makes_one_remote_call(host)
+    _an_edited_environment_file_is_rewritten_and_verified(host)
+    _a_deleted_ledger_is_written_again(host)
+    _the_verify_tag_reads_and_checks_and_changes_nothing(host, "all,verify")
+    _the_verify_tag_reads_and_checks_and_changes_nothing(host, "verify")

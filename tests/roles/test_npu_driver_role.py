@@ -48,7 +48,7 @@ def _namespaces_work() -> bool:
 pytestmark = [
     pytest.mark.skipif(not _namespaces_work(),
                        reason="needs root and mount namespaces (unshare -m)"),
-    # One host for the whole module, its tests in order: on one pytest-xdist worker.
+    # The steps share one host and run in order, as one test (pytest-xdist cannot split them).
     pytest.mark.xdist_group("npu_driver_role"),
 ]
 
@@ -221,7 +221,7 @@ def _out(proc: subprocess.CompletedProcess[str]) -> str:
 # The tests run in order on one host: first converge, no-op re-run, drift, verify tag, check mode.
 
 
-def test_first_run_creates_the_user_and_group_records_and_verifies(host: Host) -> None:
+def _first_run_creates_the_user_and_group_records_and_verifies(host: Host) -> None:
     proc, records = host.play()
     assert proc.returncode == 0, _out(proc)
     remote = _remote(records)
@@ -236,7 +236,7 @@ def test_first_run_creates_the_user_and_group_records_and_verifies(host: Host) -
                and "2 chips healthy" in r["msg"] for r in _ours(records)), _ours(records)
 
 
-def test_a_no_op_re_run_makes_one_remote_call(host: Host) -> None:
+def _a_no_op_re_run_makes_one_remote_call(host: Host) -> None:
     proc, records = host.play()
     assert proc.returncode == 0, _out(proc)
     assert _remote(records) == ["npu_driver_facts"], _ours(records)
@@ -250,7 +250,7 @@ def test_a_no_op_re_run_makes_one_remote_call(host: Host) -> None:
     assert counts["tasks"] <= NO_OP_RUN_TASKS, (counts, ours)
 
 
-def test_a_deleted_user_is_created_again_and_verified(host: Host) -> None:
+def _a_deleted_user_is_created_again_and_verified(host: Host) -> None:
     assert host.inside("userdel HwHiAiTest").returncode == 0
     proc, records = host.play()
     assert proc.returncode == 0, _out(proc)
@@ -264,7 +264,7 @@ def test_a_deleted_user_is_created_again_and_verified(host: Host) -> None:
     assert again.returncode == 0 and _remote(records) == ["npu_driver_facts"], _ours(records)
 
 
-def test_the_verify_tag_reads_and_checks_and_changes_nothing(host: Host) -> None:
+def _the_verify_tag_reads_and_checks_and_changes_nothing(host: Host) -> None:
     proc, records = host.play("--tags", "all,verify")
     assert proc.returncode == 0, _out(proc)
     assert _remote(records) == ["npu_driver_facts", "npu_pci_facts", "npu_smi_facts"], \
@@ -272,7 +272,7 @@ def test_the_verify_tag_reads_and_checks_and_changes_nothing(host: Host) -> None
     assert not [r for r in records if r["changed"]], records
 
 
-def test_check_mode_is_clean_and_sees_drift(host: Host) -> None:
+def _check_mode_is_clean_and_sees_drift(host: Host) -> None:
     proc, records = host.play("--check", "--diff")
     assert proc.returncode == 0, _out(proc)
     assert _remote(records) == ["npu_driver_facts"], _ours(records)
@@ -288,10 +288,20 @@ def test_check_mode_is_clean_and_sees_drift(host: Host) -> None:
     assert host.inside("getent passwd HwHiAiTest").stdout.strip().endswith(":/usr/sbin/nologin")
 
 
-def test_a_new_run_user_is_refused_a_uid_someone_holds(host: Host) -> None:
+def _a_new_run_user_is_refused_a_uid_someone_holds(host: Host) -> None:
     proc, records = host.play("--check", "-e", "npu_driver_user=HwHiAiOther",
                               "-e", "npu_driver_uid=0")
     assert proc.returncode != 0, _out(proc)
     assert ("uid 0 for the new run user HwHiAiOther belongs to root; set npu_driver_uid to a "
             "free uid") in proc.stdout, _out(proc)
     assert _remote(records) == ["npu_driver_facts"], _ours(records)
+
+
+def test_the_role_on_one_host_step_by_step(host: Host) -> None:
+    """Each step starts from the state the one before left (see the steps above)."""
+    _first_run_creates_the_user_and_group_records_and_verifies(host)
+    _a_no_op_re_run_makes_one_remote_call(host)
+    _a_deleted_user_is_created_again_and_verified(host)
+    _the_verify_tag_reads_and_checks_and_changes_nothing(host)
+    _check_mode_is_clean_and_sees_drift(host)
+    _a_new_run_user_is_refused_a_uid_someone_holds(host)
