@@ -129,7 +129,8 @@ def _plain_rerun_repairs_drift() -> None:
     address = _device_ip(3)
     _node(f"{HCCN_TOOL} -i 3 -ip -s address 192.168.251.3 netmask 255.255.255.0")
     _node("systemctl stop ascend-vllm")
-    assert _unit()["ActiveState"] == "inactive"
+    # vLLM's exit status on SIGTERM varies: systemd leaves the unit inactive or failed.
+    assert _unit()["ActiveState"] in ("inactive", "failed")
     rerun = _run()
     assert rerun.returncode == 0, rerun.stdout[-4000:] + rerun.stderr[-4000:]
     recap = re.search(rf"{NODE}\s*:\s*ok=\d+\s+changed=(\d+)", rerun.stdout)
