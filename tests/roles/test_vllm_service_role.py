@@ -13,6 +13,7 @@ import re
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -135,7 +136,7 @@ if {name!r} == "systemctl":
     unit = dict(state["unit"])
     if state.get("restart_after") and calls.count("systemctl") > state["restart_after"]:
         unit["InvocationID"] = "inv-2"
-    unit["ExecMainStartTimestampMonotonic"] = int((time.monotonic() - state["started_ago"]) * 1e6)
+    unit["ExecMainStartTimestampMonotonic"] = int(state["started_at"] * 1e6)
     for key, value in unit.items():
         print(f"{{key}}={{value}}")
 else:
@@ -187,7 +188,10 @@ def _check(tmp_path: Path, sample: str, unit: dict[str, str], health_timeout_s: 
         "unit": {"InvocationID": "inv-1", "NRestarts": "0", "MainPID": "4242", **unit},
         "journal": {"inv-1": str(VLLM_LOGS / f"{sample}.log"),
                     "inv-2": str(VLLM_LOGS / "ascend-glm5-w4a8-loading-issue6734.log")},
-        "started_ago": started_ago, "lines_per_call": lines_per_call,
+        # A fixed start (CLOCK_MONOTONIC is the same in every process): the check reads its
+        # clock after this, so the uptime it reports is at least started_ago however slow the
+        # fake tools start under load.
+        "started_at": time.monotonic() - started_ago, "lines_per_call": lines_per_call,
         "restart_after": restart_after}))
     for name in ("systemctl", "journalctl"):
         tool = bin_dir / name
