@@ -18,20 +18,38 @@ bash scripts/bootstrap.sh
 # shellcheck disable=SC1091
 source .venv/bin/activate
 
-# The local artifact mirror: vendor-format installers for the inventory's version set, their pinned
-# sha256 (as a group_vars file), and a package mirror with the running kernel's headers.
+# The simulated site's sources: the simulator plays the vendor, writing its download directory
+# (vendor-format installers for the inventory's version set) and the sha256 it publishes for them;
+# the tiny model the inventory stages is built offline (random weights).
 read -r stack_set firmware < <(python -c '
 import yaml
 v = yaml.safe_load(open("inventories/local/group_vars/ascend_nodes/main.yml"))
 print(v["ascend_stack_set"], v["npu_driver_firmware_version"])')
 python -m ascend_sim packages .artifacts/local --set "$stack_set" --firmware "$firmware" \
-  --vars-file inventories/local/group_vars/ascend_nodes/artifacts.yml >/dev/null
-python -m ascend_sim.mirror apt .artifacts/mirror/apt >/dev/null
-# The tiny model the inventory stages (built offline, random weights).
+  --vars-file .artifacts/vendor-sha256.yml >/dev/null
 if [ ! -f .artifacts/models/tiny-deepseek-v3/ascend-serve-manifest.json ]; then
   rm -rf .artifacts/models/tiny-deepseek-v3
   ascend-serve model make-tiny --arch deepseek_v3 .artifacts/models/tiny-deepseek-v3 >/dev/null
 fi
+# The local artifact mirror, built from those sources by `ascend-serve mirror` (docs/mirror.md):
+# the installers and the model files, each checked against its sha256 while copied, then verified
+# again. The inventory's main.yml names the upstream sources (the simulated vendor's directory,
+# the model built above); the generated group_vars file mirror.yml, which Ansible reads after
+# main.yml, points the roles at the bundle instead, with the pins taken from it (the vendor's
+# published sha256 are the source of truth here, so the previous file goes first; artifacts.yml
+# is where earlier versions of this script wrote the pins).
+# The node (a container: this machine's CPU) mounts the mirror at /srv/ascend-mirror. Wheels are
+# not mirrored here: the node's environment installs the CPU set from the index and the host's
+# wheelhouse (main.yml).
+rm -f inventories/local/group_vars/ascend_nodes/{artifacts,mirror}.yml
+ascend-serve mirror fetch .artifacts/local --pins .artifacts/vendor-sha256.yml \
+  -i inventories/local/hosts.yml --arch "$(uname -m)" --kind vendor --kind model \
+  --bundle .artifacts/mirror --write-vars inventories/local/group_vars/ascend_nodes/mirror.yml \
+  --host-path /srv/ascend-mirror
+ascend-serve mirror verify --bundle .artifacts/mirror -i inventories/local/hosts.yml \
+  --arch "$(uname -m)"
+# ... and a package mirror with the running kernel's headers, beside it.
+python -m ascend_sim.mirror apt .artifacts/mirror/apt >/dev/null
 # The host's wheelhouse (pip's find-links: the CPU build of torch), mounted on the node.
 wheelhouse=$(python -m pip config get global.find-links 2>/dev/null || true)
 wheelhouse=${wheelhouse:-${PIP_FIND_LINKS:-}}

@@ -145,7 +145,7 @@ def test_commands_read_the_packaged_data(installed: Installed, args: list[str],
     (["deploy", "ascend_serve.fleet.site", "--check", "-i", "missing.yml"],
      "inventory missing.yml does not exist"),
     (["deploy", "--check"], "no inventory given (-i), and no project here"),
-    (["deploy", "no-such-playbook", "-i", "h1,"], "fleet_status, network"),
+    (["deploy", "no-such-playbook", "-i", "h1,"], "the collection's playbooks: fleet_status, "),
     (["fleet", "status", "-i", "missing.yml"], "inventory missing.yml does not exist"),
 ])
 def test_deploy_bad_input_without_a_checkout(installed: Installed, args: list[str],

@@ -12,7 +12,9 @@ from ascend_serve.cli.console import EXIT_OK
 from ascend_serve.cli.deploy import deploy
 from ascend_serve.cli.doctor import doctor
 from ascend_serve.cli.fleet import fleet_app
+from ascend_serve.cli.k8s import k8s_app
 from ascend_serve.cli.matrix import matrix_app
+from ascend_serve.cli.mirror import mirror_app
 from ascend_serve.cli.model import model_app
 from ascend_serve.cli.npu import npu_app
 from ascend_serve.cli.preflight import preflight_app
@@ -35,6 +37,8 @@ app.add_typer(profiles_app, name="profiles")
 app.add_typer(npu_app, name="npu")
 app.add_typer(fleet_app, name="fleet")
 app.add_typer(matrix_app, name="matrix")
+app.add_typer(mirror_app, name="mirror")
+app.add_typer(k8s_app, name="k8s")
 app.command("serve")(serve)
 app.command("validate")(validate)
 app.command("bench")(bench)

@@ -277,6 +277,20 @@ LEDGERS: dict[str, dict[str, Any]] = {
             ("api_key", "bool", "An API key is required (never the key)."),
         ),
     ),
+    "ascend_k8s_node": _ledger(
+        "k8s_node",
+        "The Ascend Docker Runtime, containerd's configuration and the node labels of a "
+        "Kubernetes worker.",
+        [],
+        _keys(
+            ("runtime_version", "str", "Ascend Docker Runtime release installed."),
+            ("runtime_dir", "str", "Its install directory (<install path>/Ascend-Docker-Runtime)."),
+            ("containerd_config", "str", "containerd's config.toml the role writes."),
+            ("default_runtime", "str", "containerd's default runtime handler (ascend or runc)."),
+            ("kubelet_env_file", "str", "The kubelet environment file holding --node-labels."),
+            ("labels", "dict", "Node label -> value, as passed to kubelet."),
+        ),
+    ),
     "ascend_rollout": _ledger(
         "rollout",
         "Where an upgrade (playbook upgrade.yml) left this host.",
