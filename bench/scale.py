@@ -47,6 +47,24 @@ writes its fact; npu_driver stages, checksums and runs the driver and firmware i
 stages and runs toolkit, kernels and NNAL and writes the environment. The re-run touches
 everything again and changes nothing.
 
+Operating systems (``--os``, comma-separated; default ``debian``; each on its own fresh nodes):
+
+* ``debian``:    the derived image as it is (Debian 12, os_base's apt path);
+* ``openeuler``: the same image presented as openEuler 22.03 LTS SP3, exactly as the molecule
+                 scenario ``os_base_dnf`` prepares its node (os_base's dnf path): after the nodes
+                 are up and before anything is timed, the playbook
+                 ``molecule/shared/openeuler_node.yml`` (that scenario's prepare step) runs over
+                 SSH: Debian's rpm, dnf and versionlock plugin from the Debian archive,
+                 ``/etc/os-release`` saying openEuler, the running kernel's rpm and an unreachable
+                 default repository the role must disable. The nodes mount an rpm repository of
+                 empty stand-ins with openEuler's package names (``python -m ascend_sim.mirror
+                 rpm``: os_base's RedHat package set, the scenario's extra packages and the
+                 kernel packages of the scenario's openEuler-style kernel release) at
+                 ``/srv/ascend-mirror/rpm``, and the inventory adds the scenario's group_vars
+                 (read from ``molecule/os_base_dnf/molecule.yml``: ``os_base_kernel_release``,
+                 the mirror as the only dnf repository, ...). Unlike on Debian nothing is
+                 pre-installed: the first converge installs the (empty) packages with dnf.
+
 Configurations (``--config``, comma-separated; run against fresh nodes each):
 
 * ``naive``:    what Ansible does without this repository's ansible.cfg tuning: forks 5, no
@@ -67,7 +85,8 @@ configuration reuses another's connections): the way to afford N=32 for several 
 Run from the repository root as root (rootful podman), in the project's venv::
 
     source .venv/bin/activate
-    python bench/scale.py [--hosts 1,8,32] [--config baseline,mitogen] [--shared-fleet]
+    python bench/scale.py [--hosts 1,8,32] [--os debian,openeuler]
+                          [--config baseline,mitogen] [--shared-fleet]
                           [--reruns 3] [--tags TAGS] [--keep-logs DIR] [--json FILE]
                           [--rebuild-image]
 
@@ -100,9 +119,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
+from typing import Any
 
 import yaml
 
+from ascend_serve.resources import role_path
 from ascend_sim.sshfleet import (
     SSH_IMAGE,
     Fleet,
@@ -119,6 +140,11 @@ NAME_PREFIX = "ascend-scale-"
 SIM_STATE_DIR = Path(os.environ.get("ASCEND_SIM_STATE", "/var/lib/ascend-sim"))
 LOCAL_VARS = ROOT / "inventories/local/group_vars/ascend_nodes/main.yml"
 CONFIGS = ("naive", "baseline", "mitogen")
+OSES = ("debian", "openeuler")
+# The openEuler node: the molecule scenario of os_base's dnf path, its prepare step as a playbook.
+DNF_SCENARIO = ROOT / "molecule" / "os_base_dnf" / "molecule.yml"
+OPENEULER_NODE = ROOT / "molecule" / "shared" / "openeuler_node.yml"
+JINJA_RE = re.compile(r"\{\{.*?\}\}")
 PR_SET_CHILD_SUBREAPER = 36  # prctl(2)
 
 RECAP_RE = re.compile(
@@ -165,18 +191,48 @@ def prepare_artifacts(cache: Path) -> tuple[Path, Path, Path]:
     return installers, pins, mirror
 
 
+def openeuler_vars() -> dict[str, Any]:
+    """The group_vars the os_base_dnf scenario gives its openEuler node (its molecule.yml)."""
+    scenario = yaml.safe_load(DNF_SCENARIO.read_text())
+    group_vars: dict[str, Any] = scenario["provisioner"]["inventory"]["group_vars"]["ascend_nodes"]
+    return group_vars
+
+
+def prepare_rpm_mirror(cache: Path) -> Path:
+    """The openEuler nodes' mirror: ``rpm/`` as the os_base_dnf scenario builds it (os_base's
+    RedHat package set, the scenario's extra packages, the kernel packages of its kernel release;
+    not the scenario's newer kernel, which only its upgrade probe needs). Rebuilt on every run
+    (seconds), so that it follows the role's package list. Returns the directory to mount."""
+    group_vars = openeuler_vars()
+    # "5.10.0-...oe2203sp3.{{ ansible_facts['architecture'] }}": the containers share this
+    # machine's kernel, so the node's architecture is this machine's.
+    kernel = JINJA_RE.sub(os.uname().machine, group_vars["os_base_kernel_release"])
+    mirror = cache / "mirror-openeuler"
+    cmd = [sys.executable, "-m", "ascend_sim.mirror", "rpm", str(mirror / "rpm"),
+           "--kernel", kernel,
+           "--packages-from", str(role_path("os_base", "vars", "RedHat.yml"))]
+    for name in group_vars.get("os_base_extra_packages", []):
+        cmd += ["--package", name]
+    run(cmd, env=sim_env(), cwd=ROOT)
+    return mirror
+
+
 # --------------------------------------------------------------------------------------------
 # Nodes
 
 
-def inventory_for(fleet: Fleet, installers: Path, pins: Path) -> Path:
-    """An inventory like inventories/local: its group_vars, these hosts over SSH."""
+def inventory_for(fleet: Fleet, installers: Path, pins: Path, os_name: str) -> Path:
+    """An inventory like inventories/local: its group_vars, these hosts over SSH; for openEuler
+    nodes with the os_base_dnf scenario's group_vars added (read after the local ones)."""
     text = LOCAL_VARS.read_text()
     # The local inventory names the artifacts relative to itself (.artifacts/...); this one lives
     # elsewhere and uses this run's installers (their pins come with them).
     text = text.replace("{{ inventory_dir }}/../../.artifacts/local", str(installers))
     text = text.replace("{{ inventory_dir }}/../../.artifacts", str(ROOT / ".artifacts"))
-    return write_inventory(fleet, {"main.yml": text, "artifacts.yml": pins.read_text()})
+    files = {"main.yml": text, "artifacts.yml": pins.read_text()}
+    if os_name == "openeuler":
+        files["openeuler.yml"] = "---\n" + yaml.safe_dump(openeuler_vars(), sort_keys=True)
+    return write_inventory(fleet, files)
 
 
 def nodes_cpu_seconds(fleet: Fleet) -> float:
@@ -325,6 +381,7 @@ def run_playbook(playbook: str, inventory: Path, config: str, label: str,
 @dataclass
 class Measurement:
     config: str
+    os: str
     hosts: int
     first: float
     reruns: list[float]
@@ -345,47 +402,57 @@ class Measurement:
         return statistics.median(per), min(per), max(per)
 
 
-def measure(configs: Sequence[str], count: int, playbook: str, extra: Sequence[str],
-            mirror: Path, installers: Path, pins: Path, logs: Path | None, reruns: int,
-            results: list[Measurement]) -> None:
+def measure(configs: Sequence[str], os_name: str, count: int, playbook: str,
+            extra: Sequence[str], mirror: Path, installers: Path, pins: Path, logs: Path | None,
+            reruns: int, results: list[Measurement]) -> None:
     """First converge of fresh nodes under configs[0], then no-op re-runs under each config.
 
     With one configuration this is the plain benchmark. With several (``--shared-fleet``) the
     nodes are converged once and each configuration's re-runs are timed on the same nodes; their
     "first" column is then the one shared first converge, under configs[0].
     """
-    names = [f"{NAME_PREFIX}{i:02d}" for i in range(count)]
+    prefix = NAME_PREFIX if os_name == "debian" else f"{NAME_PREFIX}{os_name}-"
+    names = [f"{prefix}{i:02d}" for i in range(count)]
+    if logs is not None:
+        logs.mkdir(parents=True, exist_ok=True)
     with fleet_of(names, mirror, SIM_STATE_DIR, log) as fleet:
-        inventory = inventory_for(fleet, installers, pins)
-        log(f"{configs[0]} N={count}: first converge")
+        inventory = inventory_for(fleet, installers, pins, os_name)
+        if os_name == "openeuler":
+            # Not timed, not counted: makes the nodes what the os_base_dnf scenario's are.
+            log(f"{os_name} N={count}: preparing the nodes ({OPENEULER_NODE.relative_to(ROOT)})")
+            prepared = run_playbook(str(OPENEULER_NODE), inventory, "baseline", "prepare", [],
+                                    fleet)
+            log(f"{os_name} N={count}: prepared in {prepared.seconds:.1f} s")
+        tag = f"{configs[0]} {os_name} N={count}"
+        log(f"{tag}: first converge")
         first = run_playbook(playbook, inventory, configs[0], f"{configs[0]}-first", extra, fleet)
-        log(f"{configs[0]} N={count}: first converge {first.seconds:.1f} s")
+        log(f"{tag}: first converge {first.seconds:.1f} s")
         if logs is not None:
-            logs.mkdir(parents=True, exist_ok=True)
-            (logs / f"{configs[0]}-{count}-first.log").write_text(first.output)
+            (logs / f"{configs[0]}-{os_name}-{count}-first.log").write_text(first.output)
         for config in configs:
             runs: list[PlaybookRun] = []
             load = os.getloadavg()[0]
             problem = ""
+            tag = f"{config} {os_name} N={count}"
             for i in range(reruns):
-                log(f"{config} N={count}: no-op re-run {i + 1}/{reruns}")
+                log(f"{tag}: no-op re-run {i + 1}/{reruns}")
                 # --diff: a re-run that changes something shows what (free when nothing changes).
                 rerun = run_playbook(playbook, inventory, config, f"{config}-rerun{i}",
                                      [*extra, "--diff"], fleet)
                 runs.append(rerun)
-                log(f"{config} N={count}: re-run {rerun.seconds:.1f} s, CPU s: controller "
+                log(f"{tag}: re-run {rerun.seconds:.1f} s, CPU s: controller "
                     f"{rerun.controller_cpu:.1f}, nodes {rerun.nodes_cpu:.1f}")
                 if logs is not None:
-                    (logs / f"{config}-{count}-rerun{i}.log").write_text(rerun.output)
+                    (logs / f"{config}-{os_name}-{count}-rerun{i}.log").write_text(rerun.output)
                 changed = {h: r["changed"] for h, r in rerun.recap.items() if r["changed"]}
                 if changed or len(rerun.recap) != count:
-                    problem = (f"{config} N={count}: the re-run is NOT a no-op: changed={changed}"
+                    problem = (f"{tag}: the re-run is NOT a no-op: changed={changed}"
                                f", {len(rerun.recap)} of {count} hosts in the recap")
                     log(problem)  # recorded, reported, and the exit status is 1 at the end
             counts = {f: max(h.get(f, 0) for h in runs[-1].counts.values())
                       for f in COUNT_FIELDS}
             results.append(Measurement(
-                config, count, first.seconds, [r.seconds for r in runs],
+                config, os_name, count, first.seconds, [r.seconds for r in runs],
                 [r.controller_cpu for r in runs], [r.nodes_cpu for r in runs], counts, load,
                 runs[-1].profile, problem))
 
@@ -406,19 +473,21 @@ def model_seconds(m: Measurement, one: Measurement | None) -> float | None:
 def table(results: list[Measurement]) -> str:
     lines = []
     for config in dict.fromkeys(m.config for m in results):
-        rows = sorted((m for m in results if m.config == config), key=lambda m: m.hosts)
-        one = next((m for m in rows if m.hosts == 1), None)
+        rows = sorted((m for m in results if m.config == config),
+                      key=lambda m: (OSES.index(m.os), m.hosts))
         lines += [f"config: {config}  (re-runs: median of {len(rows[0].reruns)}; CPU-s per host:"
                   " median [min-max]; counts per host: the most any host needed)",
-                  f"{'N':>4} {'first s':>8} {'re-run s':>9} {'model s':>8} {'re-run/first':>12}"
+                  f"{'os':<9} {'N':>4} {'first s':>8} {'re-run s':>9} {'model s':>8}"
+                  f" {'re-run/first':>12}"
                   f" {'ctl CPU-s/host':>20} {'node CPU-s/host':>20} {'ssh':>4} {'mods':>5}"
                   f" {'facts':>5} {'pkg':>4} {'tasks':>5} {'load':>5}"]
         for m in rows:
+            one = next((o for o in rows if o.os == m.os and o.hosts == 1), None)
             model = model_seconds(m, one)
             ctl, node = m.per_host(m.controller_cpu), m.per_host(m.nodes_cpu)
             c = m.counts
             lines.append(
-                f"{m.hosts:>4} {m.first:>8.1f} {m.rerun:>9.1f} "
+                f"{m.os:<9} {m.hosts:>4} {m.first:>8.1f} {m.rerun:>9.1f} "
                 f"{(f'{model:.1f}' if model is not None else '-'):>8} {m.rerun / m.first:>12.2f}"
                 f" {ctl[0]:>6.2f} [{ctl[1]:.2f}-{ctl[2]:.2f}] "
                 f"{node[0]:>6.2f} [{node[1]:.2f}-{node[2]:.2f}]"
@@ -429,11 +498,12 @@ def table(results: list[Measurement]) -> str:
     lines.append("CPU: ansible-playbook and its children, the SSH masters included (controller),"
                  " and the nodes' containers' cgroups (node); this machine has "
                  f"{os.cpu_count()} cores, shared with whatever else runs (load = 1-min load"
-                 " average before the re-runs). model: W1 + (N-1)·c/cores, W1 the 1-host re-run,"
+                 " average before the re-runs). model: W1 + (N-1)·c/cores, W1 the 1-host re-run"
+                 " (same os),"
                  " c the controller + node CPU-s per host.")
     lines.append("")
     for m in results:
-        lines.append(f"slowest tasks of the last no-op re-run, {m.config} N={m.hosts} "
+        lines.append(f"slowest tasks of the last no-op re-run, {m.config} {m.os} N={m.hosts} "
                      "(profile_tasks: wall seconds of the task, all hosts and batches):")
         lines += [f"  {secs:7.2f} s  {task}" for task, secs in m.profile[:12]]
         lines.append("")
@@ -446,6 +516,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
                         help="comma-separated host counts (default 1,8,32)")
     parser.add_argument("--config", default="baseline",
                         help=f"comma-separated configurations of {', '.join(CONFIGS)}")
+    parser.add_argument("--os", default="debian",
+                        help=f"comma-separated node operating systems of {', '.join(OSES)} "
+                        "(default debian)")
     parser.add_argument("--playbook", default="ascend_serve.fleet.stack",
                         help="a playbook path, or one of the collection's by FQCN")
     parser.add_argument("--tags", help="ansible-playbook --tags (default: the whole playbook)")
@@ -464,6 +537,10 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     unknown = set(args.configs) - set(CONFIGS)
     if unknown:
         parser.error(f"unknown configuration(s) {', '.join(sorted(unknown))}")
+    args.oses = args.os.split(",")
+    unknown = set(args.oses) - set(OSES)
+    if unknown:
+        parser.error(f"unknown operating system(s) {', '.join(sorted(unknown))}")
     return args
 
 
@@ -484,11 +561,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         installers, pins, mirror = prepare_artifacts(cache)
         build_image(mirror, args.rebuild_image, log)
+        mirrors = {"debian": mirror}
+        if "openeuler" in args.oses:
+            mirrors["openeuler"] = prepare_rpm_mirror(cache)
         groups = [args.configs] if args.shared_fleet else [[c] for c in args.configs]
         for count in args.host_counts:
-            for configs in groups:
-                measure(configs, count, args.playbook, extra, mirror, installers, pins,
-                        args.keep_logs, args.reruns, results)
+            for os_name in args.oses:
+                for configs in groups:
+                    measure(configs, os_name, count, args.playbook, extra, mirrors[os_name],
+                            installers, pins, args.keep_logs, args.reruns, results)
                 print(table(results), flush=True)
     except KeyboardInterrupt:
         log("interrupted; the nodes of the current run were removed")
