@@ -100,3 +100,13 @@ def test_shell_completion() -> None:
                           capture_output=True, text=True, timeout=60, check=False)
     assert done.returncode == 0, done.stderr
     assert "tiny-deepseek-v3" in done.stdout.split()
+
+
+def test_the_cli_does_not_import_ansible() -> None:
+    """Importing Ansible patches the interpreter (sys.intern), which torch's compiler refuses:
+    commands that import torch (model make-tiny) broke when the CLI imported it eagerly."""
+    code = ("import sys, ascend_serve.cli.main; "
+            "print(sorted(m for m in sys.modules if m.startswith('ansible')))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=120, check=True)
+    assert done.stdout.strip() == "[]", done.stdout

@@ -15,13 +15,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ansible.errors import AnsibleError  # type: ignore[import-untyped]
-from ansible.inventory.manager import InventoryManager  # type: ignore[import-untyped]
-from ansible.parsing.dataloader import DataLoader  # type: ignore[import-untyped]
-from ansible.plugins.vars import host_group_vars  # type: ignore[import-untyped]
-from ansible.template import Templar  # type: ignore[import-untyped]
-from ansible.vars.manager import VariableManager  # type: ignore[import-untyped]
-
+# Ansible is imported where it is used, not with this module: importing it patches the
+# interpreter (sys.intern among others), which torch's compiler refuses, and every ascend-serve
+# command imports this package through the CLI (ascend-serve model make-tiny imports torch).
 from ascend_serve.resources import role_path
 from ascend_serve.stack.matrix import Matrix, MatrixError, resolve
 
@@ -65,6 +61,9 @@ class HostVars:
     def get(self, name: str, default: Any = None) -> Any:
         if name not in self.variables:
             return default
+        from ansible.errors import AnsibleError  # type: ignore[import-untyped]
+        from ansible.template import Templar  # type: ignore[import-untyped]
+
         templar = Templar(loader=self.loader, variables=self.variables)
         try:
             return _plain(templar.template(self.variables[name]))
@@ -98,6 +97,12 @@ def read_hosts(inventory: Path, limit: str | None = None) -> list[HostVars]:
     roles' defaults."""
     if not inventory.exists():
         raise InventoryError(f"inventory {inventory} does not exist")
+    from ansible.errors import AnsibleError
+    from ansible.inventory.manager import InventoryManager  # type: ignore[import-untyped]
+    from ansible.parsing.dataloader import DataLoader  # type: ignore[import-untyped]
+    from ansible.plugins.vars import host_group_vars  # type: ignore[import-untyped]
+    from ansible.vars.manager import VariableManager  # type: ignore[import-untyped]
+
     # The group_vars/host_vars plugin keeps the files it found per directory for the life of the
     # process; a second read in one process (fetch, then verify) must see files written since.
     host_group_vars.FOUND.clear()
