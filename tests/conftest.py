@@ -47,9 +47,9 @@ LONGEST_FIRST = {
     "test_rollout_stops_at_the_failed_batch_and_a_rerun_repairs": 850,  # 518 s alone
     "test_molecule_scenario[host]": 446,
     "test_molecule_scenario[stack_upgrade]": 425,
+    "test_molecule_scenario[k8s_node]": 300,  # 182 s alone
     "test_molecule_scenario[stack_faults]": 282,
     "test_molecule_scenario[default]": 263,
-    "test_molecule_scenario[k8s_node]": 224,
     "test_molecule_scenario[os_base]": 190,
     "test_molecule_scenario[os_base_dnf]": 170,
     "test_site_preflight_on_two_nodes_one_fails": 106,

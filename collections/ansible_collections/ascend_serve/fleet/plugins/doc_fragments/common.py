@@ -43,3 +43,23 @@ options:
     type: path
     default: /usr/local/Ascend
 """
+
+    # ascend_serve.fleet.common.packages: OS packages whose absence a state module reports, read
+    # from the package database (module_utils/package_db.py, PACKAGES_ARGS), never the manager.
+    PACKAGES = r"""
+options:
+  packages:
+    description: OS packages that must be installed; those that are not are returned.
+    type: list
+    elements: str
+    default: []
+  package_manager:
+    description: The package database of O(packages); C(auto) reads dpkg's where it exists.
+    type: str
+    choices: [auto, apt, dnf]
+    default: auto
+  dpkg_status:
+    description: The dpkg status database.
+    type: path
+    default: /var/lib/dpkg/status
+"""

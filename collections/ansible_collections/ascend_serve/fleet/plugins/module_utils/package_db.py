@@ -20,6 +20,13 @@ DPKG_STATUS = "/var/lib/dpkg/status"
 #: Choices of a module's ``package_manager`` option: auto picks dpkg where its database exists.
 MANAGERS = ["auto", "apt", "dnf"]
 
+# The options of the doc fragment ascend_serve.fleet.common.packages.
+PACKAGES_ARGS: dict[str, dict[str, Any]] = {
+    "packages": {"type": "list", "elements": "str", "default": []},
+    "package_manager": {"type": "str", "choices": MANAGERS, "default": "auto"},
+    "dpkg_status": {"type": "path", "default": DPKG_STATUS},
+}
+
 _NO_PROVIDER = re.compile(r"^no package provides (\S+)", re.MULTILINE)
 
 

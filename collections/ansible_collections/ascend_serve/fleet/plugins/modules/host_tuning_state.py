@@ -41,23 +41,10 @@ options:
     type: list
     elements: path
     default: []
-  packages:
-    description: OS packages that must be installed; those that are not are returned.
-    type: list
-    elements: str
-    default: []
-  package_manager:
-    description: The package database of O(packages); C(auto) reads dpkg's where it exists.
-    type: str
-    choices: [auto, apt, dnf]
-    default: auto
-  dpkg_status:
-    description: The dpkg status database.
-    type: path
-    default: /var/lib/dpkg/status
 extends_documentation_fragment:
   - ascend_serve.fleet.common
   - ascend_serve.fleet.common.read_only
+  - ascend_serve.fleet.common.packages
 """
 
 EXAMPLES = r"""
@@ -140,7 +127,7 @@ from typing import Any
 from ansible_collections.ascend_serve.fleet.plugins.module_utils.file_state import file_state
 from ansible_collections.ascend_serve.fleet.plugins.module_utils.module_main import result_main
 from ansible_collections.ascend_serve.fleet.plugins.module_utils.package_db import (
-    MANAGERS,
+    PACKAGES_ARGS,
     PackageDbError,
     missing_packages,
 )
@@ -222,9 +209,7 @@ def main() -> None:
             "cpu_dir": {"type": "path", "default": "/sys/devices/system/cpu"},
             "limits_file": {"type": "path"},
             "files": {"type": "list", "elements": "path", "default": []},
-            "packages": {"type": "list", "elements": "str", "default": []},
-            "package_manager": {"type": "str", "choices": MANAGERS, "default": "auto"},
-            "dpkg_status": {"type": "path", "default": "/var/lib/dpkg/status"},
+            **PACKAGES_ARGS,
         },
         run,
         errors=(PackageDbError,),

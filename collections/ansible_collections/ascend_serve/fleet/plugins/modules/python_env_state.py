@@ -28,20 +28,6 @@ options:
   conda_prefix:
     description: Where Miniconda is installed; reports whether C(bin/conda) exists there.
     type: path
-  packages:
-    description: OS packages that must be installed; those that are not are reported.
-    type: list
-    elements: str
-    default: []
-  package_manager:
-    description: Which package database to read; C(auto) reads dpkg's where it exists.
-    type: str
-    choices: [auto, apt, dnf]
-    default: auto
-  dpkg_status:
-    description: The dpkg status database.
-    type: path
-    default: /var/lib/dpkg/status
   distributions:
     description: Distributions whose installed version in the environment is reported.
     type: list
@@ -68,6 +54,7 @@ options:
 extends_documentation_fragment:
   - ascend_serve.fleet.common
   - ascend_serve.fleet.common.read_only
+  - ascend_serve.fleet.common.packages
 """
 
 EXAMPLES = r"""
@@ -144,7 +131,7 @@ from typing import Any
 from ansible_collections.ascend_serve.fleet.plugins.module_utils.file_state import file_state
 from ansible_collections.ascend_serve.fleet.plugins.module_utils.module_main import result_main
 from ansible_collections.ascend_serve.fleet.plugins.module_utils.package_db import (
-    MANAGERS,
+    PACKAGES_ARGS,
     PackageDbError,
     missing_packages,
 )
@@ -255,9 +242,7 @@ def main() -> None:
             "prefix": {"type": "path", "required": True},
             "python": {"type": "path"},
             "conda_prefix": {"type": "path"},
-            "packages": {"type": "list", "elements": "str", "default": []},
-            "package_manager": {"type": "str", "choices": MANAGERS, "default": "auto"},
-            "dpkg_status": {"type": "path", "default": "/var/lib/dpkg/status"},
+            **PACKAGES_ARGS,
             "distributions": {"type": "list", "elements": "str", "default": []},
             "files": {"type": "list", "elements": "path", "default": []},
             "directories": {"type": "list", "elements": "path", "default": []},

@@ -99,13 +99,15 @@ group:
   sample: {exists: true}
 """
 
-import grp
 import json
 import os
-import pwd
 import subprocess
 from typing import Any
 
+from ansible_collections.ascend_serve.fleet.plugins.module_utils.account_state import (
+    group_state,
+    user_state,
+)
 from ansible_collections.ascend_serve.fleet.plugins.module_utils.file_state import file_state
 from ansible_collections.ascend_serve.fleet.plugins.module_utils.module_main import result_main
 
@@ -128,32 +130,6 @@ def unit_state(module: Any, unit: str) -> dict[str, str]:
         return {}
     props = dict(line.split("=", 1) for line in done.stdout.splitlines() if "=" in line)
     return {key: props[key] for key in PROPERTIES if key in props}
-
-
-def user_state(name: str | None) -> dict[str, Any]:
-    if not name:
-        return {"exists": False}
-    try:
-        entry = pwd.getpwnam(name)
-    except KeyError:
-        return {"exists": False}
-    try:
-        primary = grp.getgrgid(entry.pw_gid).gr_name
-    except KeyError:
-        primary = str(entry.pw_gid)
-    groups = sorted(g.gr_name for g in grp.getgrall() if name in g.gr_mem)
-    return {"exists": True, "group": primary, "groups": groups, "shell": entry.pw_shell,
-            "home": entry.pw_dir}
-
-
-def group_state(name: str | None) -> dict[str, Any]:
-    if not name:
-        return {"exists": False}
-    try:
-        grp.getgrnam(name)
-    except KeyError:
-        return {"exists": False}
-    return {"exists": True}
 
 
 def read_json(path: str | None) -> tuple[Any, str]:

@@ -1,0 +1,1 @@
+../../../../../../../python/ascend_serve/node/npu_metrics.py

@@ -1,0 +1,1 @@
+../../../plugins/module_utils/npu_smi.py
