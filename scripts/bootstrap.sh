@@ -3,7 +3,9 @@
 # Safe to run again: every step checks first and only acts on a difference.
 #   - Debian packages: podman, runc, debootstrap (containers for simulated nodes), rpm and
 #     createrepo-c (the local rpm repository of the dnf test), prometheus (promtool and a real
-#     Prometheus) and prometheus-node-exporter (the NPU metrics tests, tests/metrics)
+#     Prometheus) and prometheus-node-exporter (the NPU metrics tests, tests/metrics),
+#     docker-registry (the site registry of the molecule `container` scenario and the image
+#     tests of `ascend-serve mirror`) and skopeo (which `ascend-serve mirror` copies images with)
 #   - podman settings that rootful podman needs on this machine kind (see docs in README), and
 #     enough inotify instances for several systemd containers at once
 #   - the project venv (.venv) with pinned Python dependencies (constraints.txt)
@@ -30,7 +32,8 @@ need_root() {
 
 install_debs() {
   local missing=()
-  for pkg in podman runc debootstrap rpm createrepo-c prometheus prometheus-node-exporter; do
+  for pkg in podman runc debootstrap rpm createrepo-c prometheus prometheus-node-exporter \
+      docker-registry skopeo; do
     dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q 'install ok installed' || missing+=("$pkg")
   done
   if [ "${#missing[@]}" -gt 0 ]; then

@@ -41,6 +41,26 @@ def play_role(tmp_path: Path, role: str, variables: dict[str, Any], *args: str, 
                             timeout=timeout)
 
 
+def render_with_role_vars(tmp_path: Path, role: str, name: str, task: dict[str, Any],
+                          extra: Mapping[str, Any]) -> None:
+    """One task (typically ``ansible.builtin.template``) run on localhost in a play that reads
+    the role's ``defaults/main.yml`` and ``vars/main.yml`` as vars files, with ``extra`` as
+    extra variables (above the role's own, as a run's facts would be): how the role renders a
+    file, without a node. The play is named ``name``; a failed run fails the test."""
+    root = COLLECTION / "roles" / role
+    play = [{"name": name, "hosts": "localhost", "gather_facts": False,
+             "vars_files": [str(root / "defaults" / "main.yml"), str(root / "vars" / "main.yml")],
+             "tasks": [task]}]
+    slug = "".join(c if c.isalnum() else "-" for c in name.lower())
+    extra_file = tmp_path / f"extra-{slug}.json"
+    extra_file.write_text(json.dumps({"ansible_python_interpreter": sys.executable, **extra}))
+    playbook = tmp_path / f"play-{slug}.yml"
+    playbook.write_text(yaml.safe_dump(play, sort_keys=False))
+    proc = ansible_playbook("-i", "localhost,", "-c", "local", "-e", f"@{extra_file}",
+                            str(playbook), timeout=300)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
 def module_result(name: str, args: Mapping[str, Any], tmp_path: Path, check_mode: bool = False,
                   env: Mapping[str, str] | None = None) -> dict[str, Any]:
     """A module of the collection run as Ansible runs it on a node (its file and a JSON file of

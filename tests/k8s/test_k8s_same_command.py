@@ -12,13 +12,12 @@ from __future__ import annotations
 
 import json
 import shlex
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
-from ansible_run import ansible_playbook
+from ansible_run import render_with_role_vars
 from paths import ROLES
 from typer.testing import CliRunner
 
@@ -47,34 +46,27 @@ def _role_launchers(tmp_path: Path, name: str, overrides: dict[str, Any], nodes:
     (tasks/validate.yml), its context filter and template (tasks/main.yml)."""
     out = tmp_path / f"role-{name}"
     out.mkdir()
-    play = [{
-        "name": "Render the vllm_service launchers",
-        "hosts": "localhost",
-        "gather_facts": False,
-        "vars_files": [str(ROLE / "defaults" / "main.yml"), str(ROLE / "vars" / "main.yml")],
-        "tasks": [{
-            "name": "Render the launcher of each node rank",
-            "ansible.builtin.template": {
-                "src": str(ROLE / "templates" / launcher.LAUNCHER_TEMPLATE),
-                "dest": f"{out}/launch-{{{{ item }}}}.sh", "mode": "0644"},
-            "loop": list(range(nodes)),
-            "vars": {
-                "_ctx": (
-                    "{{ _vllm_service_profile | ascend_serve.fleet.vllm_launch_context("
-                    "model_path=_vllm_service_model_dir, vllm=vllm_service_env_prefix ~ "
-                    "'/bin/vllm', state_dir=vllm_service_state_dir, rank=item, "
-                    "head_address=(" + json.dumps(head) + " if nodes > 1 else none), "
-                    "set_env=_vllm_service_set_env_list, env_files=vllm_service_env_files, "
-                    "rendered_by='the vllm_service role') }}"),
-                "nodes": nodes,
-                "profile": "{{ _ctx.profile }}",
-                "node": "{{ _ctx.node }}",
-                "launch": "{{ _ctx.launch }}",
-            },
-        }],
-    }]
+    task = {
+        "name": "Render the launcher of each node rank",
+        "ansible.builtin.template": {
+            "src": str(ROLE / "templates" / launcher.LAUNCHER_TEMPLATE),
+            "dest": f"{out}/launch-{{{{ item }}}}.sh", "mode": "0644"},
+        "loop": list(range(nodes)),
+        "vars": {
+            "_ctx": (
+                "{{ _vllm_service_profile | ascend_serve.fleet.vllm_launch_context("
+                "model_path=_vllm_service_model_dir, vllm=vllm_service_env_prefix ~ "
+                "'/bin/vllm', state_dir=vllm_service_state_dir, rank=item, "
+                "head_address=(" + json.dumps(head) + " if nodes > 1 else none), "
+                "set_env=_vllm_service_set_env_list, env_files=vllm_service_env_files, "
+                "rendered_by='the vllm_service role') }}"),
+            "nodes": nodes,
+            "profile": "{{ _ctx.profile }}",
+            "node": "{{ _ctx.node }}",
+            "launch": "{{ _ctx.launch }}",
+        },
+    }
     extra = {
-        "ansible_python_interpreter": sys.executable,
         "vllm_service_profile": name,
         "vllm_service_overrides": overrides,
         "vllm_service_env_prefix": PREFIX,
@@ -89,14 +81,9 @@ def _role_launchers(tmp_path: Path, name: str, overrides: dict[str, Any], nodes:
             "(_vllm_service_ascend_set_env if _vllm_service_profile.device == 'npu' "
             "else []) }}"),
     }
-    extra_file = tmp_path / f"extra-{name}.json"
-    extra_file.write_text(json.dumps(extra))
-    playbook = tmp_path / f"play-{name}.yml"
-    playbook.write_text(yaml.safe_dump(play, sort_keys=False))
     # Extra variables: above the role's defaults, read as the play's vars_files.
-    proc = ansible_playbook("-i", "localhost,", "-c", "local", "-e", f"@{extra_file}",
-                            str(playbook), timeout=300)
-    assert proc.returncode == 0, proc.stdout + proc.stderr
+    render_with_role_vars(tmp_path, "vllm_service", f"Render the vllm_service launchers {name}",
+                          task, extra)
     return {rank: (out / f"launch-{rank}.sh").read_text() for rank in range(nodes)}
 
 

@@ -136,6 +136,37 @@ def test_list_local_inventory_pins_and_table() -> None:
         assert name in table.stdout
 
 
+def test_list_images_of_container_hosts(tmp_path: Path) -> None:
+    """Hosts that serve in a container need their image: pinned by its digest, or listed
+    unpinned when the reference has a tag alone; a malformed reference is a problem (exit 1)."""
+    inventory = tmp_path / "prod"
+    shutil.copytree(ROOT / "inventories" / "prod", inventory)
+    digest = "ab" * 32
+    host_vars = inventory / "host_vars"
+    host_vars.mkdir()
+    (host_vars / "a2-node-01.yml").write_text(yaml.safe_dump({
+        "vllm_service_runtime": "container",
+        "vllm_service_image": f"registry.example:5000/ascend/vllm-ascend:v0.13.0@sha256:{digest}"}))
+    (host_vars / "a2-node-02.yml").write_text(yaml.safe_dump({
+        "vllm_service_runtime": "container",
+        "vllm_service_image": "registry.example:5000/ascend/vllm-ascend:v0.13.0"}))
+    listed = json.loads(invoke("list", "-i", str(inventory), "--json", "--kind", "image").stdout)
+    images = {a["hosts"][0]: a for a in listed["artifacts"]}
+    assert set(images) == {"a2-node-01", "a2-node-02"}
+    assert images["a2-node-01"]["name"] == "registry.example:5000/ascend/vllm-ascend"
+    assert images["a2-node-01"]["version"] == "v0.13.0"
+    assert images["a2-node-01"]["sha256"] == digest
+    assert images["a2-node-02"]["sha256"] is None
+    assert "pin the image by @sha256 digest" in images["a2-node-02"]["note"]
+    assert listed["problems"] == []
+    (host_vars / "a2-node-02.yml").write_text(yaml.safe_dump({
+        "vllm_service_runtime": "container", "vllm_service_image": ""}))
+    result = invoke("list", "-i", str(inventory), "--json", "--kind", "image")
+    assert result.exit_code == 1
+    assert any("a2-node-02" in p and "vllm_service_image" in p
+               for p in json.loads(result.stdout)["problems"])
+
+
 # ---- fetch / verify on a scratch copy of the local inventory ------------------------------
 
 

@@ -21,6 +21,7 @@ from ascend_serve.cli.console import (
     fail,
 )
 from ascend_serve.cli.options import JsonFlag
+from ascend_serve.mirror import images
 from ascend_serve.mirror.bundle import (
     BundleError,
     ChecksumMismatchError,
@@ -37,7 +38,7 @@ from ascend_serve.mirror.plan import (
     build_plan,
     read_pins,
 )
-from ascend_serve.mirror.pointing import write_vars
+from ascend_serve.mirror.pointing import write_image_var, write_vars
 
 mirror_app = typer.Typer(
     help="The air-gapped bundle: every artifact an inventory needs (vendor installers, locked "
@@ -58,7 +59,11 @@ KindOpt = Annotated[list[str] | None, typer.Option(
     "--kind", help=f"Only these kinds ({', '.join(KINDS)}); repeatable.")]
 Bundle = Annotated[Path, typer.Option("--bundle", help="The bundle directory.")]
 
-FETCH_DEFAULT_KINDS = ("vendor", "wheel", "model")
+FETCH_DEFAULT_KINDS = ("vendor", "wheel", "model", "image")
+Insecure = Annotated[list[str] | None, typer.Option(
+    "--insecure-registry", metavar="HOST[:PORT]",
+    help="A registry reached over plain HTTP or with unchecked TLS (as registries.conf's "
+         "insecure = true); repeatable.")]
 
 
 def _kinds(values: list[str] | None, default: tuple[str, ...] = KINDS) -> list[str]:
@@ -138,8 +143,10 @@ def fetch_command(
     inventory: Inventory,
     sources: Annotated[list[str] | None, typer.Argument(
         help="Where artifacts come from, in order: directories (a vendor download directory, "
-             "a wheelhouse, another bundle) and http(s)/file URLs (a mirror; for wheels a "
-             "PEP 503 simple index). The inventory's own sources are tried after them.")] = None,
+             "a wheelhouse, another bundle), http(s)/file URLs (a mirror; for wheels a "
+             "PEP 503 simple index) and, for images, docker://HOST[:PORT] registries holding "
+             "the same repository path. The inventory's own sources (an image's own "
+             "registry) are tried after them.")] = None,
     limit: Limit = None, arch: Arch = None, os_family: OsFamily = None,
     kind: KindOpt = None,
     pins: Annotated[list[Path] | None, typer.Option(
@@ -151,10 +158,13 @@ def fetch_command(
         "--host-path", help="Where the hosts see the bundle (a mount), for --write-vars.")] = None,
     base_url: Annotated[str | None, typer.Option(
         "--base-url", help="Where the hosts reach the bundle over HTTP, for --write-vars.")] = None,
+    insecure: Insecure = None,
     as_json: JsonFlag = False,
 ) -> None:
-    """Fetch every artifact into the bundle, checking each sha256 while it is copied; all or
-    nothing (exit 1: a checksum mismatch, 2: an artifact not pinned, 3: one not found)."""
+    """Fetch every artifact into the bundle, checking each sha256 while it is copied (an
+    image: its manifest against the pinned digest, every blob against its own digest, copied
+    with skopeo); all or nothing (exit 1: a checksum mismatch, 2: an artifact not pinned,
+    3: one not found)."""
     kinds = _kinds(kind, FETCH_DEFAULT_KINDS)
     plan = _plan(inventory, limit, arch, os_family)
     _apply_pins(plan, pins or [])
@@ -169,7 +179,8 @@ def fetch_command(
                 bar.update(task, description=label[:60], advance=1)
 
             result = fetch(plan, items, list(sources or []), bundle,
-                           extra_sources=plan.sources, progress=advance)
+                           extra_sources=plan.sources, insecure_registries=insecure or [],
+                           progress=advance)
     except ChecksumMismatchError as exc:
         raise fail(f"nothing fetched: {exc}", EXIT_CHECK_FAILED) from exc
     except BundleError as exc:
@@ -228,3 +239,53 @@ def verify_command(
                           + (f" against {inventory}" if inventory else ""))
     if verdict.problems:
         raise typer.Exit(EXIT_CHECK_FAILED)
+
+
+@mirror_app.command("push")
+def push_command(
+    bundle: Bundle,
+    registry: Annotated[str, typer.Option(
+        "--registry", metavar="HOST[:PORT]", help="The site registry the hosts pull from.")],
+    insecure: Insecure = None,
+    write_vars_to: Annotated[Path | None, typer.Option(
+        "--write-vars", help="Write vllm_service_image (the pushed image, pinned by digest) "
+                             "to this group_vars file; needs exactly one image in the bundle.")
+    ] = None,
+    as_json: JsonFlag = False,
+) -> None:
+    """Copy the bundle's images into the site registry with their digests unchanged (skopeo),
+    so the hosts' pins stay valid there; exit 1 when an image is not intact, 3 when the
+    registry refuses."""
+    try:
+        held = [f for f in read_manifest(bundle).files
+                if f.kind == "image" and f.path.endswith("/" + images.MANIFEST_FILE)]
+    except BundleError as exc:
+        raise fail(str(exc)) from exc
+    if not held:
+        raise fail(f"{bundle} holds no image")
+    if write_vars_to is not None and len({f.name for f in held}) != 1:
+        raise fail(f"--write-vars needs one image; {bundle} holds "
+                   f"{', '.join(sorted({f.name for f in held}))}")
+    pushed: list[str] = []
+    for entry in held:
+        directory = (bundle / entry.path).parent
+        problems = images.check_copy(directory, entry.sha256)
+        if problems:
+            raise fail("; ".join(problems), EXIT_CHECK_FAILED)
+        try:
+            pushed.append(images.push(directory, entry.name, entry.version, registry,
+                                      insecure=insecure or []))
+        except images.ImageError as exc:
+            raise fail(str(exc), EXIT_FAILED) from exc
+    if write_vars_to is not None:
+        write_image_var(write_vars_to, pushed[0])
+    if as_json:
+        typer.echo(json.dumps({"registry": registry, "images": pushed,
+                               "vars_file": str(write_vars_to) if write_vars_to else None},
+                              indent=2))
+        return
+    for reference in pushed:
+        console.print(f"pushed {reference}")
+    if write_vars_to is not None:
+        console.print(f"{write_vars_to}: vllm_service_image points at {pushed[0]}")
+

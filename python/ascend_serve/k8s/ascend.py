@@ -19,18 +19,12 @@ github.com/kubernetes-sigs/lws):
   ``/user/serverid/devindex/config`` (MC ``docs/en/scheduling/api/hccl.json_file_description.md``)
   and names its path in ``RANK_TABLE_FILE`` (MC
   ``docs/en/scheduling/api/environment_variable_description.md``).
-- Host paths: VA ``docs/source/tutorials/DeepSeek-R1.md`` @ v0.13.0 (the multi-node tutorial's
-  ``docker run``): ``--net=host``, ``/usr/local/dcmi``, ``/etc/hccn.conf``,
-  ``/usr/local/Ascend/driver/tools/hccn_tool``, ``/usr/local/bin/npu-smi``,
-  ``/usr/local/Ascend/driver/lib64/``, ``/usr/local/Ascend/driver/version.info``,
-  ``/etc/ascend_install.info``; a memory-backed ``/dev/shm`` as in VA's multi-node CI
-  ``tests/e2e/nightly/multi_node/scripts/lws.yaml.jinja2`` @ v0.13.0 (volume ``dshm``).
-- Images: VA ``docs/source/installation.md`` @ v0.13.0: ``quay.io/ascend/vllm-ascend:<tag>`` for
-  Atlas A2 and ``...:<tag>-a3`` for Atlas A3, where the tag is ``v`` + the release
-  (``vllm_ascend_version: 'v0.13.0'`` in ``docs/source/conf.py``). The images' Dockerfiles
-  (``Dockerfile``, ``Dockerfile.a3``, v0.11.0 to v0.23.0) install vLLM with the image's
-  ``python3 -m pip`` (``vllm`` on the PATH) and source
-  ``/usr/local/Ascend/ascend-toolkit/set_env.sh`` and ``/usr/local/Ascend/nnal/atb/set_env.sh``.
+- Host paths, image names, the image's ``vllm`` and ``set_env`` scripts: the collection's
+  ``data/ascend-container.yml``, which cites VA ``docs/source/installation.md`` and
+  ``docs/source/tutorials/DeepSeek-R1.md`` @ v0.13.0 and VA's Dockerfiles, and which the
+  vllm_service role reads too (``vllm_service_runtime: container``); a memory-backed ``/dev/shm``
+  as in VA's multi-node CI ``tests/e2e/nightly/multi_node/scripts/lws.yaml.jinja2`` @ v0.13.0
+  (volume ``dshm``).
 - Leader address: LWS ``pkg/utils/pod/pod_utils.go`` @ v0.10.0 (``AddLWSVariables``) gives every
   pod of a group ``LWS_LEADER_ADDRESS`` = ``<lws name>-<group index>.<subdomain>.<namespace>``
   (the subdomain is the LWS's name under the default ``subdomainPolicy: Shared``) and
@@ -40,8 +34,12 @@ github.com/kubernetes-sigs/lws):
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
+from functools import cache
+from typing import Any, Literal, cast
 
+import yaml
+
+from ascend_serve.resources import data_path
 from ascend_serve.serving.fit import NODE_CHIPS
 
 NPU_RESOURCE = "huawei.com/Ascend910"
@@ -55,10 +53,17 @@ RANKTABLE_DIR = "/user/serverid/devindex/config"
 RANKTABLE_FILE = "hccl.json"
 RANKTABLE_ENV = "RANK_TABLE_FILE"
 
-IMAGE_REPOSITORY = "quay.io/ascend/vllm-ascend"
-IMAGE_SET_ENV = ("/usr/local/Ascend/ascend-toolkit/set_env.sh",
-                 "/usr/local/Ascend/nnal/atb/set_env.sh")
-IMAGE_VLLM = "vllm"
+
+
+@cache
+def container_facts() -> dict[str, Any]:
+    """``data/ascend-container.yml``: what a vllm-ascend container needs from the host."""
+    return cast(dict[str, Any], yaml.safe_load(data_path("ascend-container.yml").read_text()))
+
+
+IMAGE_REPOSITORY: str = container_facts()["image"]["repository"]
+IMAGE_SET_ENV: tuple[str, ...] = tuple(container_facts()["image"]["set_env"])
+IMAGE_VLLM: str = container_facts()["image"]["vllm"]
 
 LWS_WORKER_INDEX = "LWS_WORKER_INDEX"
 
@@ -72,15 +77,8 @@ class HostMount:
     type: Literal["File", "Directory"]
 
 
-HOST_MOUNTS: tuple[HostMount, ...] = (
-    HostMount("ascend-dcmi", "/usr/local/dcmi", "Directory"),
-    HostMount("hccn-conf", "/etc/hccn.conf", "File"),
-    HostMount("hccn-tool", "/usr/local/Ascend/driver/tools/hccn_tool", "File"),
-    HostMount("npu-smi", "/usr/local/bin/npu-smi", "File"),
-    HostMount("driver-lib64", "/usr/local/Ascend/driver/lib64", "Directory"),
-    HostMount("driver-version", "/usr/local/Ascend/driver/version.info", "File"),
-    HostMount("ascend-install-info", "/etc/ascend_install.info", "File"),
-)
+HOST_MOUNTS: tuple[HostMount, ...] = tuple(
+    HostMount(m["name"], m["path"], m["type"]) for m in container_facts()["host_mounts"])
 
 
 def accelerator_type(chip: str) -> str:
@@ -103,7 +101,7 @@ def node_selector(chip: str) -> dict[str, str]:
 
 def image(vllm_ascend: str, chip: str) -> str:
     """vllm-ascend's published image of a release for ``chip`` (A3 images carry ``-a3``)."""
-    suffix = "-a3" if chip == "910C" else ""
+    suffix = container_facts()["image"]["a3_suffix"] if chip == "910C" else ""
     return f"{IMAGE_REPOSITORY}:v{vllm_ascend}{suffix}"
 
 

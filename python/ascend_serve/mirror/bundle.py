@@ -1,8 +1,9 @@
 """A bundle directory: the artifacts of a plan, fetched from the site's sources and verified.
 
 Layout (paths relative to the bundle): ``vendor/<installer>.run``, ``wheels/<set>/<target>/
-<file>``, ``models/<name>/<path>``, ``os/<family>/<file>``, and ``bundle.json``, the manifest:
-every file with its kind, name, version, size and sha256.
+<file>``, ``models/<name>/<path>``, ``os/<family>/<file>``, ``images/<registry>/<repository>/
+<digest>/`` (an image as skopeo's ``dir:`` transport keeps it, :mod:`.images`), and
+``bundle.json``, the manifest: every file with its kind, name, version, size and sha256.
 
 Fetching never leaves a partial bundle that looks complete: every file is written under a
 staging directory next to the bundle and hashed while it is copied; only when every artifact
@@ -40,6 +41,7 @@ from packaging.utils import (
 from packaging.version import InvalidVersion, Version
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from ascend_serve.mirror import images
 from ascend_serve.mirror.plan import AT_FETCH, Artifact, Plan
 
 MANIFEST = "bundle.json"
@@ -347,6 +349,33 @@ def _fetch_one(artifact: Artifact, fetcher: Fetcher, staging: Path, bundle: Path
                                                           or ", ".join(fetcher.sources)))
 
 
+def _image_entries(artifact: Artifact, directory: Path, rel: str, origin: str
+                   ) -> list[BundleFile]:
+    out = []
+    for path in sorted(directory.iterdir()):
+        size, sha = hash_path(path)
+        out.append(BundleFile(kind="image", name=artifact.name, version=artifact.version,
+                              path=f"{rel}/{path.name}", size=size, sha256=sha,
+                              pin=artifact.pin, source=origin))
+    return out
+
+
+def _fetch_image(artifact: Artifact, sources: list[str], staging: Path, bundle: Path,
+                 insecure: Iterable[str]) -> tuple[list[BundleFile], bool]:
+    """An image by digest (or reused from the bundle when its copy there is intact)."""
+    rel = artifact.path
+    present = bundle / rel
+    if present.is_dir() and not images.check_copy(present, artifact.sha256 or ""):
+        return _image_entries(artifact, present, rel, "bundle"), False
+    try:
+        origin = images.copy(artifact, sources, staging / rel, insecure=insecure)
+    except images.ImageError as exc:
+        if str(exc).startswith("checksum mismatch"):
+            raise ChecksumMismatchError(str(exc)) from exc
+        raise BundleError(str(exc)) from exc
+    return _image_entries(artifact, staging / rel, rel, origin), True
+
+
 def _fetch_os(artifacts: list[Artifact], staging: Path) -> list[BundleFile]:
     """OS packages through the controller's package manager, when this machine has it: the
     package manager resolves the versions and checks its repositories' signatures; the sha256
@@ -391,8 +420,11 @@ def _staging(bundle: Path) -> Iterator[Path]:
 
 def fetch(plan: Plan, artifacts: list[Artifact], sources: list[str], bundle: Path, *,
           extra_sources: dict[str, list[str]] | None = None,
+          insecure_registries: Iterable[str] = (),
           progress: Progress | None = None) -> FetchResult:
-    """Fetch ``artifacts`` (of ``plan``) into ``bundle``; all or nothing."""
+    """Fetch ``artifacts`` (of ``plan``) into ``bundle``; all or nothing. Images come from
+    the ``docker://`` sources, then their own registry (``insecure_registries``: plain HTTP or
+    unchecked TLS)."""
     unpinned = [a for a in artifacts if a.kind != "os" and not a.pinned]
     if unpinned:
         raise BundleError("nothing fetched: not pinned: " + "; ".join(
@@ -408,6 +440,13 @@ def fetch(plan: Plan, artifacts: list[Artifact], sources: list[str], bundle: Pat
                 continue
             if progress is not None:
                 progress(f"{artifact.kind} {artifact.name}")
+            if artifact.kind == "image":
+                entries, was_copied = _fetch_image(artifact, sources, staging, bundle,
+                                                   insecure_registries)
+                files += entries
+                copied += was_copied
+                reused += not was_copied
+                continue
             entry, was_copied = _fetch_one(artifact, fetcher, staging, bundle, extra, cache)
             files.append(entry)
             copied += was_copied
@@ -486,12 +525,15 @@ def verify(bundle: Path, plan: Plan | None = None, *, kinds: Iterable[str] | Non
         if sha != entry.sha256 or size != entry.size:
             verdict.problems.append(f"{entry.path}: sha256 {sha} ({size} bytes), bundle.json "
                                     f"says {entry.sha256} ({entry.size} bytes)")
+        named = images.HEX_RE.match(path.name) if entry.kind == "image" else None
+        if named is not None and sha != named["hex"]:  # content-addressed: its name is its sha256
+            verdict.problems.append(f"{entry.path}: sha256 {sha}, its name says {named['hex']}")
     if plan is None:
         return verdict
     wanted = set(kinds) if kinds is not None else None
     by_path: dict[str, list[BundleFile]] = {}
     for entry in manifest.files:
-        key = entry.path.rsplit("/", 1)[0] if entry.kind == "wheel" else entry.path
+        key = entry.path.rsplit("/", 1)[0] if entry.kind in ("wheel", "image") else entry.path
         by_path.setdefault(key, []).append(entry)
     for artifact in plan.artifacts:
         if artifact.kind == "os" or (wanted is not None and artifact.kind not in wanted):
@@ -502,6 +544,8 @@ def verify(bundle: Path, plan: Plan | None = None, *, kinds: Iterable[str] | Non
             continue
         entries = [e for e in by_path.get(artifact.path, [])
                    if artifact.kind != "wheel" or canonicalize_name(e.name) == artifact.name]
+        if artifact.kind == "image":  # the pin is the manifest's; the blobs are named by theirs
+            entries = [e for e in entries if e.path.endswith("/" + images.MANIFEST_FILE)]
         if not entries:
             verdict.problems.append(f"{artifact.kind} {artifact.name}: not in the bundle")
             continue

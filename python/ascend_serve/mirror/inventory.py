@@ -24,7 +24,7 @@ from ascend_serve.stack.matrix import Matrix, MatrixError, resolve
 # The roles whose variables name artifacts, in the order a play of site.yml meets them (a later
 # role's defaults never override an earlier one's: their names are prefixed with the role's).
 ROLES = ("preflight", "ascend_stack", "os_base", "npu_driver", "cann", "python_env",
-         "model_store")
+         "model_store", "vllm_service")
 
 
 class InventoryError(ValueError):

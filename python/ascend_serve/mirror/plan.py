@@ -15,7 +15,9 @@ Derived from each host's resolved variables (:mod:`.inventory`), as the roles co
   so the package manager resolves them at fetch;
 - model files: ``model_store``'s manifest (``model_store_manifest``, else the source's own
   ``ascend-serve-manifest.json`` when the source is a directory on this machine);
-- images: none; no role of the collection runs a container image yet.
+- images: ``vllm_service_image`` of the hosts that serve in a container
+  (``vllm_service_runtime: container``), pinned by the reference's ``@sha256:`` digest (the
+  registry's manifest digest); a reference by tag alone is listed unpinned.
 """
 
 from __future__ import annotations
@@ -329,6 +331,38 @@ def _models(host: HostVars, issues: list[Issue]) -> list[Artifact]:
         for f in parsed.files]
 
 
+# An image reference: [registry[:port]/]repository[:tag][@sha256:digest].
+IMAGE_REF_RE = re.compile(r"^(?P<repo>[^@]+?)(?::(?P<tag>[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}))?"
+                          r"(?:@sha256:(?P<digest>[0-9a-f]{64}))?$")
+
+
+def split_image(ref: str) -> tuple[str, str, str]:
+    """(repository with its registry, tag, digest hex) of an image reference; a ``:`` in the
+    last path part starts the tag (one in the first part is a registry's port)."""
+    match = IMAGE_REF_RE.match(ref)
+    if match is None:
+        raise ValueError(f"not an image reference: {ref!r}")
+    return match["repo"], match["tag"] or "", match["digest"] or ""
+
+
+def _images(host: HostVars, issues: list[Issue]) -> list[Artifact]:
+    if str(host.get("vllm_service_runtime", "venv")) != "container":
+        return []
+    ref = str(host.get("vllm_service_image", "") or "")
+    try:
+        repo, tag, digest = split_image(ref)
+    except ValueError as exc:
+        issues.append(Issue(kind="image", message=f"host {host.name}: vllm_service_image: {exc} "
+                                                  f"(vllm_service_runtime is container)"))
+        return []
+    return [Artifact(kind="image", name=repo, version=tag,
+                     path=f"images/{repo}/{digest or tag or 'latest'}",
+                     sha256=digest or None, component="vllm_service", pin="vllm_service_image",
+                     note="" if digest else "not pinned: the tag is resolved by the registry "
+                                            "at pull; pin the image by @sha256 digest",
+                     hosts=[host.name])]
+
+
 def _merge(artifacts: Iterable[Artifact], issues: list[Issue]) -> list[Artifact]:
     merged: dict[str, Artifact] = {}
     for item in artifacts:
@@ -369,6 +403,7 @@ def build_plan(inventory: Path, *, limit: str | None = None, arch: list[str] | N
                              issues)
             found += _os_packages(host, _os_family(host, os_family))
             found += _models(host, issues)
+            found += _images(host, issues)
             for kind, variables in CONFIGURED_SOURCES.items():
                 for variable in variables:
                     value = str(host.get(variable, "") or "")

@@ -13,8 +13,8 @@ from typing import Any
 
 
 def user_state(name: str | None) -> dict[str, Any]:
-    """``exists``; for an existing user its primary group's name, supplementary groups, shell
-    and home directory."""
+    """``exists``; for an existing user its uid and gid, its primary group's name, supplementary
+    groups, shell and home directory."""
     if not name:
         return {"exists": False}
     try:
@@ -26,16 +26,16 @@ def user_state(name: str | None) -> dict[str, Any]:
     except KeyError:
         primary = str(entry.pw_gid)
     groups = sorted(g.gr_name for g in grp.getgrall() if name in g.gr_mem)
-    return {"exists": True, "group": primary, "groups": groups, "shell": entry.pw_shell,
-            "home": entry.pw_dir}
+    return {"exists": True, "uid": entry.pw_uid, "gid": entry.pw_gid, "group": primary,
+            "groups": groups, "shell": entry.pw_shell, "home": entry.pw_dir}
 
 
 def group_state(name: str | None) -> dict[str, Any]:
-    """``exists`` of a group."""
+    """``exists`` of a group, and its ``gid`` when it does."""
     if not name:
         return {"exists": False}
     try:
-        grp.getgrnam(name)
+        entry = grp.getgrnam(name)
     except KeyError:
         return {"exists": False}
-    return {"exists": True}
+    return {"exists": True, "gid": entry.gr_gid}

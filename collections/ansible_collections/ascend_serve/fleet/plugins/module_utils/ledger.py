@@ -275,6 +275,9 @@ LEDGERS: dict[str, dict[str, Any]] = {
             ("launcher", "str", "Launcher script the unit runs."),
             ("model_dir", "str", "Model directory served."),
             ("api_key", "bool", "An API key is required (never the key)."),
+            ("runtime", "str", "venv or container (vllm_service_runtime).",
+             {"required": False, "choices": ["venv", "container"]}),
+            ("image", "str", "Image a container runtime serves ('' for venv).", OPTIONAL),
         ),
     ),
     "ascend_k8s_node": _ledger(

@@ -15,7 +15,6 @@ description:
     unit needs exist, and the model's C(config.json).
   - The role compares this with what it wants (rendering its templates on the controller) and
     runs only the tasks that change something; the server's checks run after a change.
-version_added: 0.4.0
 options:
   unit:
     description: The systemd unit, without C(.service).
@@ -40,6 +39,24 @@ options:
   group:
     description: The service group.
     type: str
+  groups:
+    description: Groups whose IDs are returned (the service user's supplementary groups).
+    type: list
+    elements: str
+    default: []
+    version_added: 0.6.0
+  image:
+    description:
+      - A container image reference; its local state is returned in RV(image).
+      - Nothing is pulled.
+    type: str
+    version_added: 0.6.0
+  engine:
+    description: The container engine that holds O(image).
+    type: str
+    default: podman
+    version_added: 0.6.0
+version_added: 0.4.0
 extends_documentation_fragment:
   - ascend_serve.fleet.common
   - ascend_serve.fleet.common.read_only
@@ -90,15 +107,30 @@ user:
   description: The service user (O(user)); C(exists) false when there is none.
   returned: always
   type: dict
-  sample: {exists: true, group: ascend-vllm, groups: [HwHiAiUser], shell: /usr/sbin/nologin,
-           home: /var/lib/ascend-serve/vllm}
+  sample: {exists: true, uid: 998, gid: 998, group: ascend-vllm, groups: [HwHiAiUser],
+           shell: /usr/sbin/nologin, home: /var/lib/ascend-serve/vllm}
 group:
   description: The service group (O(group)); C(exists) false when there is none.
   returned: always
   type: dict
-  sample: {exists: true}
+  sample: {exists: true, gid: 998}
+group_ids:
+  description: The ID of each of O(groups), by name; null for a group that does not exist.
+  returned: always
+  type: dict
+  sample: {HwHiAiUser: 1000}
+image:
+  description:
+    - The local state of O(image) (empty without it). C(engine) false when the engine is not
+      installed; C(present) whether the image is in its store, with its C(id) and
+      C(repo_digests) when it is.
+  returned: always
+  type: dict
+  sample: {engine: true, present: true, id: "sha256:3f1c...",
+           repo_digests: ["registry.example:5000/ascend/vllm-ascend@sha256:9a2b..."]}
 """
 
+import grp
 import json
 import os
 import subprocess
@@ -144,6 +176,38 @@ def read_json(path: str | None) -> tuple[Any, str]:
         return None, f"{path}: {exc}"
 
 
+def group_ids(names: list[str]) -> dict[str, int | None]:
+    found: dict[str, int | None] = {}
+    for name in names:
+        try:
+            found[name] = grp.getgrnam(name).gr_gid
+        except KeyError:
+            found[name] = None
+    return found
+
+
+def image_state(module: Any, engine: str, image: str | None) -> dict[str, Any]:
+    """What the container engine holds of ``image`` (read only: nothing is pulled)."""
+    if not image:
+        return {}
+    path = module.get_bin_path(engine)
+    if not path:
+        return {"engine": False, "present": False}
+    try:
+        done = subprocess.run([path, "image", "inspect", image],
+                              capture_output=True, text=True, check=False, timeout=120)
+    except (OSError, subprocess.SubprocessError) as exc:
+        module.fail_json(msg=f"{engine} image inspect {image} failed: {exc}")
+    if done.returncode != 0:  # podman: "no such image" (exit 125)
+        return {"engine": True, "present": False}
+    try:
+        found = json.loads(done.stdout)[0]
+    except (ValueError, IndexError, KeyError) as exc:
+        module.fail_json(msg=f"{engine} image inspect {image}: unreadable output ({exc})")
+    return {"engine": True, "present": True, "id": found.get("Id", ""),
+            "repo_digests": found.get("RepoDigests") or []}
+
+
 def run(module: Any) -> dict[str, Any]:
     params = module.params
     content, error = read_json(params["json_file"])
@@ -156,6 +220,8 @@ def run(module: Any) -> dict[str, Any]:
         "json_error": error,
         "user": user_state(params["user"]),
         "group": group_state(params["group"]),
+        "group_ids": group_ids(params["groups"]),
+        "image": image_state(module, params["engine"], params["image"]),
     }
 
 
@@ -168,6 +234,9 @@ def main() -> None:
             "json_file": {"type": "path"},
             "user": {"type": "str"},
             "group": {"type": "str"},
+            "groups": {"type": "list", "elements": "str", "default": []},
+            "image": {"type": "str"},
+            "engine": {"type": "str", "default": "podman"},
         },
         run,
     )
