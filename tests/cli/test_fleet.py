@@ -79,6 +79,20 @@ def test_fleet_on_two_sets_is_a_problem() -> None:
     assert fleet_problems(states[:1]) == []
 
 
+def test_fleet_serving_two_images_is_a_problem() -> None:
+    def serving(image: str) -> dict[str, Any]:
+        return {**LOCAL, "ascend_vllm_service": {**LOCAL["ascend_vllm_service"],
+                                                 "runtime": "container", "image": image}}
+    states = [host_state("n1", serving("r:5000/ascend/vllm-ascend@sha256:" + "a" * 64), ACTIVE),
+              host_state("n2", serving("r:5000/ascend/vllm-ascend@sha256:" + "b" * 64), ACTIVE)]
+    assert (states[0].runtime, states[0].serving) == ("container", True)
+    assert fleet_problems(states) == [
+        "the fleet is on more than one serving image "
+        f"(r:5000/ascend/vllm-ascend@sha256:{'a' * 64}: n1; "
+        f"r:5000/ascend/vllm-ascend@sha256:{'b' * 64}: n2)"]
+    assert fleet_problems([states[0], host_state("n3", LOCAL, ACTIVE)]) == []
+
+
 def test_states_from_events() -> None:
     def ev(n: int, kind: str, host: str, task: str, res: dict[str, Any]) -> dict[str, Any]:
         return {"counter": n, "event": kind,

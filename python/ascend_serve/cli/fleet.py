@@ -63,7 +63,9 @@ def status(
                 unit = f"[green]{unit}[/green]" if s.serving else f"[red]{unit}[/red]"
             table.add_row(escape(s.host), _dash(s.stack_set), _dash(s.driver),
                           _dash(s.firmware), _dash(s.cann), _dash(s.env_set), reboot,
-                          _dash(f"{s.profile} ({s.role})" if s.profile else None), unit,
+                          _dash(f"{s.profile} ({s.role}"
+                                + (f", in {s.image}" if s.runtime == "container" else "") + ")"
+                                if s.profile else None), unit,
                           _dash(f"{s.rollout_phase} {s.rollout_set}" if s.rollout_phase else None),
                           "[red]" + escape("; ".join(s.problems)) + "[/red]"
                           if s.problems else "")

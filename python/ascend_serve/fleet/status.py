@@ -39,6 +39,8 @@ class HostState:
     profile: str | None = None
     role: str | None = None
     url: str | None = None
+    runtime: str | None = None  # venv, or container (vllm_service_runtime)
+    image: str | None = None  # the image a container runtime serves
     unit: str | None = None
     unit_state: str | None = None  # ActiveState/SubState, e.g. active/running
     restarts: int | None = None
@@ -78,6 +80,7 @@ def host_state(host: str, local: dict[str, Any], unit: dict[str, Any] | None) ->
         env_packages=dict(env.get("packages") or {}),
         reboot_pending=driver.get("reboot_pending"),
         profile=service.get("profile"), role=service.get("role"), url=service.get("url"),
+        runtime=service.get("runtime"), image=service.get("image") or None,
         unit=service.get("unit"),
         models_incomplete=sorted(name for name, m in models.items()
                                  if isinstance(m, dict) and not m.get("complete", False)),
@@ -115,7 +118,7 @@ def fleet_problems(states: list[HostState]) -> list[str]:
     """What is wrong with the fleet as a whole."""
     out = []
     for what, attr in (("accelerator version set", "stack_set"),
-                       ("serving environment set", "env_set")):
+                       ("serving environment set", "env_set"), ("serving image", "image")):
         groups: dict[str, list[str]] = {}
         for s in states:
             value = getattr(s, attr)
