@@ -35,9 +35,10 @@ if [ -f "$eph/registry/pid" ]; then
     kill "$old"
   fi
 fi
-# The node's container storage starts empty: each run pulls the image from the registry.
-rm -rf "$eph/registry" "$eph/node-containers"
-mkdir -p "$eph/registry/storage" "$eph/node-containers"
+# The node's container storage starts empty: each run pulls the image from the registry. The
+# stand-in load balancer's log (verify's image rollout) starts empty too.
+rm -rf "$eph/registry" "$eph/node-containers" "$eph/lb.log" "$eph/lb.log.d" "$eph/lb.log.at-drain"
+mkdir -p "$eph/registry/storage" "$eph/node-containers" "$eph/lb.log.d"
 
 # The image.
 [ -f "$venv/.ascend-serve-set" ] || { echo "no vLLM venv at $venv (scripts/bootstrap.sh)" >&2; exit 2; }

@@ -91,6 +91,15 @@ def test_fleet_serving_two_images_is_a_problem() -> None:
         f"(r:5000/ascend/vllm-ascend@sha256:{'a' * 64}: n1; "
         f"r:5000/ascend/vllm-ascend@sha256:{'b' * 64}: n2)"]
     assert fleet_problems([states[0], host_state("n3", LOCAL, ACTIVE)]) == []
+    # A host an image rollout left drained names the image it was moving to.
+    mid = host_state("n4", {**serving("r:5000/ascend/vllm-ascend:v0.13.0"), "ascend_rollout": {
+        "phase": "draining", "from_set": "vllm-ascend-0.13.0", "to_set": "vllm-ascend-0.13.0",
+        "from_image": "r:5000/ascend/vllm-ascend:v0.13.0",
+        "to_image": "r:5000/ascend/vllm-ascend:v0.13.1"}}, ACTIVE)
+    assert mid.rollout_image == "r:5000/ascend/vllm-ascend:v0.13.1"
+    assert mid.problems == ["left draining by an unfinished upgrade to vllm-ascend-0.13.0, image "
+                            "r:5000/ascend/vllm-ascend:v0.13.1 (out of the load balancer): re-run "
+                            "ascend_serve.fleet.upgrade"]
 
 
 def test_states_from_events() -> None:

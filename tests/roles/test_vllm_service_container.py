@@ -11,12 +11,14 @@ The live path (podman on a node, the image from a registry, vLLM serving) is mol
 
 from __future__ import annotations
 
+import json
 import shlex
+import sys
 from pathlib import Path
 from typing import Any
 
 import yaml
-from ansible_run import render_with_role_vars
+from ansible_run import ansible_playbook, render_with_role_vars
 from paths import COLLECTION, ROLES
 from typer.testing import CliRunner
 
@@ -146,3 +148,31 @@ def test_cpu_profile_passes_no_npu_devices(tmp_path: Path) -> None:
     assert not [v for v in volumes if v.startswith("/usr/local/Ascend")]
     assert _options(argv, "--env-file") == []
     assert "set_env.sh" not in launch
+
+
+def test_serving_env_leaves_out_the_python_env_of_a_container_host(tmp_path: Path) -> None:
+    """The serving_env play (site.yml's, and upgrade.yml's the same way) skips python_env on a
+    host whose server runs in a container: the image brings vLLM. Check mode on localhost with
+    ``--tags env``; the venv runtime, for contrast, runs the role (it resolves the set and, with
+    no set chosen here, stops)."""
+    inventory = tmp_path / "inventory.yml"
+    inventory.write_text(yaml.safe_dump({"ascend_nodes": {"hosts": {"localhost": {
+        "ansible_connection": "local", "ansible_python_interpreter": sys.executable}}}}))
+    ran: dict[str, tuple[int, str, dict[str, int]]] = {}
+    for runtime in ("container", "venv"):
+        counts = tmp_path / f"counts-{runtime}.jsonl"
+        proc = ansible_playbook(
+            "-i", str(inventory), "--check", "--tags", "env", "-e",
+            f"vllm_service_runtime={runtime}", "ascend_serve.fleet.serving_env", timeout=300,
+            env={"ANSIBLE_CALLBACKS_ENABLED": "ascend_serve.fleet.run_counts",
+                 "ASCEND_SERVE_RUN_COUNTS": str(counts)})
+        ran[runtime] = (proc.returncode, proc.stdout,
+                        json.loads(counts.read_text().splitlines()[-1])["hosts"]["localhost"])
+    rc, out, counted = ran["container"]
+    assert rc == 0, out
+    assert counted["failed"] == 0 and counted["module_runs"] == counted["fact_gatherings"] == 1
+    assert "TASK [ascend_serve.fleet.python_env : Resolve the version set" in out
+    assert "skipping: [localhost]" in out.split("python_env : Resolve the version set", 1)[1]
+    rc, out, counted = ran["venv"]
+    assert rc != 0 and counted["failed"] == 1, out
+    assert "fatal: [localhost]" in out.split("python_env : Resolve the version set", 1)[1]

@@ -47,6 +47,7 @@ class HostState:
     models_incomplete: list[str] = field(default_factory=list)
     rollout_phase: str | None = None  # upgrade.yml: draining, upgrading, done
     rollout_set: str | None = None
+    rollout_image: str | None = None  # the image an unfinished upgrade rolls out
     problems: list[str] = field(default_factory=list)
 
     @property
@@ -86,6 +87,7 @@ def host_state(host: str, local: dict[str, Any], unit: dict[str, Any] | None) ->
                                  if isinstance(m, dict) and not m.get("complete", False)),
         rollout_phase=rollout.get("phase"),
         rollout_set=rollout.get("set") or rollout.get("to_set"),
+        rollout_image=rollout.get("to_image") or None,
     )
     if not local:
         state.problems.append("no ascend-serve facts: site.yml has not run on this host")
@@ -93,8 +95,10 @@ def host_state(host: str, local: dict[str, Any], unit: dict[str, Any] | None) ->
         state.problems.append(f"driver installed for set {driver.get('stack_set')}, CANN for "
                               f"{cann.get('stack_set')}")
     if state.rollout_phase in ("draining", "upgrading"):
+        target = str(state.rollout_set) + (f", image {state.rollout_image}"
+                                           if state.rollout_image else "")
         state.problems.append(f"left {state.rollout_phase} by an unfinished upgrade to "
-                              f"{state.rollout_set} (out of the load balancer): re-run "
+                              f"{target} (out of the load balancer): re-run "
                               "ascend_serve.fleet.upgrade")
     if state.models_incomplete:
         state.problems.append("model(s) not completely staged: "

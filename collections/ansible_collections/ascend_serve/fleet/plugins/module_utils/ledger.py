@@ -260,8 +260,8 @@ LEDGERS: dict[str, dict[str, Any]] = {
         "vllm_service",
         "The vLLM server this host runs (or takes part in).",
         [
-            "rollout (unit)",
-            "fleet status and the fleet_status playbook (profile, role, url, unit)",
+            "rollout (unit, runtime, image)",
+            "fleet status and the fleet_status playbook (profile, role, url, unit, runtime, image)",
             "doctor collector (unit, launcher) and doctor",
         ],
         _keys(
@@ -297,13 +297,17 @@ LEDGERS: dict[str, dict[str, Any]] = {
     "ascend_rollout": _ledger(
         "rollout",
         "Where an upgrade (playbook upgrade.yml) left this host.",
-        ["rollout (an unfinished upgrade)", "fleet status (phase, set, to_set)"],
+        ["rollout (an unfinished upgrade)", "fleet status (phase, set, to_set, to_image)"],
         _keys(
             ("phase", "str", "draining and upgrading: out of the load balancer.",
              {"choices": ["draining", "upgrading", "done"]}),
             ("from_set", "str", "Set before the upgrade (draining, upgrading).", OPTIONAL),
             ("to_set", "str", "Set being installed (draining, upgrading).", OPTIONAL),
             ("set", "str", "Set installed and validated (done).", OPTIONAL),
+            ("from_image", "str", "Image served before the upgrade, for a container runtime "
+             "(draining, upgrading).", OPTIONAL),
+            ("to_image", "str", "Image being rolled out, for a container runtime "
+             "(draining, upgrading).", OPTIONAL),
         ),
     ),
 }
