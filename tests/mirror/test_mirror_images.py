@@ -2,6 +2,8 @@
 docker-registry on loopback) and skopeo: an image pinned by digest is fetched into the bundle,
 checked file by file, verified, pushed into a second registry (the site's) with the same digest,
 and the inventory pointed at it; an unpinned or missing image, and a damaged copy, are refused.
+A multi-platform image (an OCI index, as vllm-ascend's tags are) keeps its index digest through
+the bundle and the site registry.
 
 The image is a tiny one made here (one layer), in skopeo's ``dir:`` layout, and pushed into the
 "upstream" registry by skopeo itself.
@@ -81,18 +83,18 @@ def _blob(directory: Path, data: bytes) -> dict[str, object]:
     return {"digest": f"sha256:{digest}", "size": len(data)}
 
 
-def _tiny_image(directory: Path) -> str:
-    """A one-layer OCI image in skopeo's dir: layout; its manifest digest (hex)."""
+def _tiny_image(directory: Path, arch: str = "amd64") -> str:
+    """A one-layer OCI image for linux/arch in skopeo's dir: layout; its manifest digest (hex)."""
     directory.mkdir()
     raw = io.BytesIO()
     with tarfile.open(fileobj=raw, mode="w") as tar:
-        body = b"served by a tiny test image\n"
+        body = f"served by a tiny test image for {arch}\n".encode()
         info = tarfile.TarInfo("etc/ascend-serve-test")
         info.size = len(body)
         tar.addfile(info, io.BytesIO(body))
     layer = gzip.compress(raw.getvalue(), mtime=0)
     config = json.dumps({
-        "architecture": "amd64", "os": "linux", "config": {},
+        "architecture": arch, "os": "linux", "config": {},
         "rootfs": {"type": "layers",
                    "diff_ids": [f"sha256:{hashlib.sha256(raw.getvalue()).hexdigest()}"]},
     }).encode()
@@ -199,3 +201,74 @@ def test_unpinned_and_missing_images_are_refused(tmp_path: Path, registries: dic
     assert missing.exit_code == 3
     assert "in none of the sources" in missing.stderr
     assert not bundle.exists()
+
+
+def _copy_in(source: Path, reference: str) -> None:
+    done = subprocess.run(["skopeo", "copy", "--quiet", "--preserve-digests",
+                           "--dest-tls-verify=false", f"dir:{source}", f"docker://{reference}"],
+                          capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stderr
+
+
+def test_a_multi_platform_image_keeps_its_index(tmp_path: Path,
+                                                registries: dict[str, str]) -> None:
+    """vllm-ascend publishes each tag for linux/amd64 and linux/arm64 (vllm-project/vllm-ascend
+    ``.github/workflows/image_ubuntu.yml`` at 0d93853b: ``platforms: linux/amd64,linux/arm64``
+    on a push), so its reference names an image index. Pinned by the index's digest, the bundle holds the index, both platforms' manifests and all their
+    blobs (skopeo ``copy --all``); verify misses a platform manifest that is gone; the site
+    registry serves the same index digest, and the arm64 image through it."""
+    repository = f"{registries['upstream']}/ascend/tiny-multiarch"
+    platforms: dict[str, tuple[str, int]] = {}
+    for arch in ("amd64", "arm64"):
+        seed = tmp_path / f"seed-{arch}"
+        digest = _tiny_image(seed, arch)
+        _copy_in(seed, f"{repository}:{arch}")
+        platforms[arch] = (digest, (seed / "manifest.json").stat().st_size)
+    index = json.dumps({
+        "schemaVersion": 2, "mediaType": "application/vnd.oci.image.index.v1+json",
+        "manifests": [{"mediaType": "application/vnd.oci.image.manifest.v1+json",
+                       "digest": f"sha256:{digest}", "size": size,
+                       "platform": {"architecture": arch, "os": "linux"}}
+                      for arch, (digest, size) in platforms.items()],
+    }).encode()
+    index_digest = hashlib.sha256(index).hexdigest()
+    put = httpx.put(f"http://{registries['upstream']}/v2/ascend/tiny-multiarch/manifests/v1",
+                    content=index,
+                    headers={"Content-Type": "application/vnd.oci.image.index.v1+json"})
+    assert put.status_code == 201, put.text
+    assert put.headers["Docker-Content-Digest"] == f"sha256:{index_digest}"
+
+    inventory = _inventory(tmp_path, f"{repository}:v1@sha256:{index_digest}")
+    bundle = tmp_path / "bundle"
+    fetched = invoke("fetch", "-i", str(inventory), "--bundle", str(bundle), "--kind", "image",
+                     "--insecure-registry", registries["upstream"], "--json")
+    assert fetched.exit_code == 0, fetched.output
+    directory = bundle / "images" / repository / index_digest
+    assert (directory / "manifest.json").read_bytes() == index
+    for digest, _ in platforms.values():
+        manifest = json.loads((directory / f"{digest}.manifest.json").read_text())
+        for blob in [manifest["config"], *manifest["layers"]]:
+            assert (directory / blob["digest"].removeprefix("sha256:")).is_file()
+    assert invoke("verify", "--bundle", str(bundle), "-i", str(inventory)).exit_code == 0
+
+    pushed = invoke("push", "--bundle", str(bundle), "--registry", registries["site"],
+                    "--insecure-registry", registries["site"], "--json")
+    assert pushed.exit_code == 0, pushed.output
+    site = f"{registries['site']}/ascend/tiny-multiarch"
+    raw = subprocess.run(["skopeo", "inspect", "--raw", "--tls-verify=false",
+                          f"docker://{site}@sha256:{index_digest}"], capture_output=True,
+                         check=True).stdout
+    assert raw == index
+    arm64 = subprocess.run(["skopeo", "inspect", "--config", "--tls-verify=false",
+                            "--override-arch", "arm64",
+                            f"docker://{site}@sha256:{index_digest}"], capture_output=True,
+                           text=True, check=True).stdout
+    assert json.loads(arm64)["architecture"] == "arm64"
+
+    # One platform's manifest lost from the bundle: verify names what the index still needs.
+    arm64_digest = platforms["arm64"][0]
+    (directory / f"{arm64_digest}.manifest.json").unlink()
+    checked = invoke("verify", "--bundle", str(bundle), "-i", str(inventory), "--json")
+    assert checked.exit_code == 1
+    assert any(arm64_digest in p and "missing" in p
+               for p in json.loads(checked.stdout)["problems"]), checked.stdout
