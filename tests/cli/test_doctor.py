@@ -354,6 +354,21 @@ def test_each_fault_is_found_with_its_remedy(pid: str) -> None:
     assert found.host == "node"
 
 
+def test_a_server_in_a_container_sources_the_images_set_env() -> None:
+    """vllm_service_runtime: container: the launcher's set_env scripts are the image's, so the
+    host lacking one is no finding; an env file it sources is mounted from the host, and the
+    host lacking that still is."""
+    sections = copy.deepcopy(recording("a2-healthy"))
+    _sources_a_missing_set_env(sections)
+    assert "set-env-missing" in {f.id for f in run_checks(sections)}
+    _edit_fact(sections, "ascend_vllm_service", runtime="container",
+               image="registry.example:5000/ascend/vllm-ascend:v0.13.0")
+    assert "set-env-missing" not in {f.id for f in run_checks(sections)}
+    sections["launcher.sourced"]["value"]["/etc/ascend-serve/hccl.env"] = False
+    found = by_id(run_checks(sections), "hccl-env-missing")
+    assert "/etc/ascend-serve/hccl.env" in found.detail
+
+
 def test_every_known_problem_has_a_test_or_a_recording() -> None:
     covered = set(FAULTS) | set(PLANTED) | {"reboot-pending", "sysctl-not-applied",
                                              "collect-partial", "not-provisioned",

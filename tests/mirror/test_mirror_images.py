@@ -214,9 +214,10 @@ def test_a_multi_platform_image_keeps_its_index(tmp_path: Path,
                                                 registries: dict[str, str]) -> None:
     """vllm-ascend publishes each tag for linux/amd64 and linux/arm64 (vllm-project/vllm-ascend
     ``.github/workflows/image_ubuntu.yml`` at 0d93853b: ``platforms: linux/amd64,linux/arm64``
-    on a push), so its reference names an image index. Pinned by the index's digest, the bundle holds the index, both platforms' manifests and all their
-    blobs (skopeo ``copy --all``); verify misses a platform manifest that is gone; the site
-    registry serves the same index digest, and the arm64 image through it."""
+    on a push), so its reference names an image index. Pinned by the index's digest, the
+    bundle holds the index, both platforms' manifests and all their blobs (skopeo
+    ``copy --all``); verify misses a platform manifest that is gone; the site registry serves
+    the same index digest, and the arm64 image through it."""
     repository = f"{registries['upstream']}/ascend/tiny-multiarch"
     platforms: dict[str, tuple[str, int]] = {}
     for arch in ("amd64", "arm64"):

@@ -708,7 +708,10 @@ def check_set_env(c: Collected, ctx: Context) -> list[Finding]:
         return []
     findings: list[Finding] = []
     sourced = c.value("launcher.sourced") or {}
-    missing = [p for p in launcher.set_env if sourced.get(p) is False]
+    # In a container (vllm_service_runtime: container) the set_env scripts are the image's, so
+    # the host's files say nothing about them; the env files are mounted from the host.
+    in_image = svc.get("runtime") == "container"
+    missing = [p for p in launcher.set_env if sourced.get(p) is False and not in_image]
     if missing:
         findings.append(_finding(
             "set-env-missing", c.host, ", ".join(missing) + " not found",

@@ -289,6 +289,12 @@ class Collector:
             self.value("launcher.sourced", sourced)
         self.value("unit.pids", _unit_pids(props.get("ControlGroup", "")))
         pid = props.get("MainPID", "0")
+        if svc.get("runtime") == "container":
+            # The unit's main process is conmon (podman run --sdnotify=conmon); the server is
+            # the container's first process, in the container named after the unit.
+            rc, out = self.cmd("container.pid", ["podman", "container", "inspect", "--format",
+                                                 "{{.State.Pid}}", unit])
+            pid = out.strip() if rc == 0 else "0"
         if pid.isdigit() and pid != "0":
             # The running server's environment: the truth about what set_env and the env files
             # gave it (secrets in it are redacted by the controller before anything is kept).
