@@ -10,14 +10,25 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from ascend_serve.cli.console import EXIT_CHECK_FAILED, console, err_console, fail
+from ascend_serve.cli.console import (
+    EXIT_BAD_INPUT,
+    EXIT_CHECK_FAILED,
+    EXIT_FAILED,
+    console,
+    err_console,
+    fail,
+)
 from ascend_serve.cli.options import JsonFlag
 from ascend_serve.stack.lock import (
+    PLAN,
     PYPI_SIMPLE,
+    LockCheck,
     LockError,
     check_locks,
+    check_online,
     default_cache,
     default_lock_root,
+    drift_summary,
     lock_dir,
     resolve_lock,
     select,
@@ -61,8 +72,8 @@ def matrix_command(
     matrix_file: MatrixFile = None,
     as_json: JsonFlag = False,
 ) -> None:
-    """Print the supported version sets with their HDK range and sources; with --set/--pin,
-    resolve one or say why not (exit 1)."""
+    """Print the supported version sets with their HDK range, firmware and sources; with
+    --set/--pin, resolve one or say why not (exit 1; an unknown set is bad input, exit 2)."""
     if ctx.invoked_subcommand is not None:
         return
     try:
@@ -71,6 +82,19 @@ def matrix_command(
         raise fail(str(exc)) from exc
     sets = matrix.sets
     pins = _parse_pairs(pin or [], "--pin", "COMPONENT=VERSION")
+    unknown = sorted(set(pins) - set(COMPONENTS))
+    if unknown:
+        raise fail(f"unknown components pinned: {', '.join(unknown)}; "
+                   f"known: {', '.join(COMPONENTS)}")
+    if set_name and set_name not in matrix.names():
+        # A name the matrix does not hold is bad input (exit 2); a set that does not fit the
+        # pins or the chip is a failed check (exit 1).
+        message = (f"unknown version set {set_name!r}; known sets: "
+                   f"{', '.join(matrix.names())}")
+        if as_json:
+            typer.echo(json.dumps({"ok": False, "error": message}, indent=2))
+            raise typer.Exit(EXIT_BAD_INPUT)
+        raise fail(message, EXIT_BAD_INPUT)
     if set_name or pins or chip:
         try:
             sets = [resolve(matrix, set_name, pins, chip)]
@@ -94,6 +118,10 @@ def matrix_command(
                       ", ".join(s.chips or s.architectures))
     console.print(table)
     for s in sets:
+        if s.hdk:  # the firmware of the set's HDK release (npu_driver's default)
+            console.print(f"[bold]{s.name}[/bold] firmware: "
+                          + (s.firmware or "unresolved (set npu_driver_firmware_version)"),
+                          highlight=False)
         console.print(f"[bold]{s.name}[/bold] sources:", highlight=False)
         for key, source in s.sources.items():
             for line in [source] if isinstance(source, str) else source:
@@ -114,10 +142,19 @@ def matrix_lock(
     index_url: Annotated[str, typer.Option(
         "--index-url", help="The PyPI (mirror) simple index.")] = PYPI_SIMPLE,
     exclude_newer: Annotated[str | None, typer.Option(
-        help="Resolve as the index was at this date (default: now); a lock re-resolved with its "
-        "recorded date must come out the same.")] = None,
+        help="Resolve as the index was at this date (default: now; with --check: each lock's "
+        "recorded date).")] = None,
     check: Annotated[bool, typer.Option(
-        "--check", help="Resolve nothing: report stale or missing locks.")] = False,
+        "--check", help="Write nothing: report stale or missing locks (exit 1); then, online, "
+        "every pinned file's sha256 on the index (a file gone or changed: exit 1), conflicts "
+        "among the pins (pins that do not install together: exit 1) and drift (what a "
+        "re-resolution picks now; information, exit 0).")
+    ] = False,
+    offline: Annotated[bool, typer.Option(
+        "--offline", help="With --check: only the stale, missing or orphaned locks.")] = False,
+    strict: Annotated[bool, typer.Option(
+        "--strict", help="With --check: drift exits 1 too.")
+    ] = False,
     lock_root: Annotated[Path | None, typer.Option(
         "--locks", help="Lock directory (default: locks/).")] = None,
     cache: Annotated[Path | None, typer.Option(
@@ -127,23 +164,34 @@ def matrix_lock(
 ) -> None:
     """Resolve each set's install plan for its real targets (aarch64, the set's glibc, every
     Python it lists) with uv and write hash-pinned locks. Exit 1: a resolution failed or
-    (--check) a lock is stale; 2: bad input."""
+    (--check) a lock is stale, a pinned file is gone from the index or the pins conflict; 2:
+    bad input; 3 (--check): the index could not be read."""
     root = lock_root or default_lock_root()
     try:
         matrix = load_matrix(matrix_file)
         chosen = select(matrix, set_names)
     except MatrixError as exc:
         raise fail(str(exc)) from exc
+    overrides = _parse_pairs(index or [], "--index", "NAME=URL")
+    if (offline or strict) and not check:
+        raise fail("--offline and --strict go with --check")
     if check:
         problems = check_locks(matrix, root)
+        online: LockCheck | None = None
+        if not offline:
+            locks = [(s, t, lock_dir(root, s.name, t)) for s in chosen for t in targets(s)
+                     if (not target_names or t.name in target_names)
+                     and (lock_dir(root, s.name, t) / PLAN).is_file()]
+            with console.status("checking the locks against the index"):
+                online = check_online(locks, index_url=index_url, index_overrides=overrides,
+                                      exclude_newer=exclude_newer,
+                                      cache=cache or default_cache())
+        code = _check_verdict(problems, online, strict)
         if as_json:
-            typer.echo(json.dumps({"ok": not problems, "problems": problems}, indent=2))
-        for problem in [] if as_json else problems:
-            err_console.print(f"[red]{problem}[/red]", highlight=False)
-        if not problems and not as_json:
-            console.print(f"every lock in {root} matches {matrix_file or 'stack-matrix.yml'}")
-        raise typer.Exit(EXIT_CHECK_FAILED if problems else 0)
-    overrides = _parse_pairs(index or [], "--index", "NAME=URL")
+            typer.echo(json.dumps(_check_json(problems, online, strict, code), indent=2))
+        else:
+            _print_check(problems, online, strict, root, matrix_file)
+        raise typer.Exit(code)
     date = exclude_newer or dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
     results: list[dict[str, object]] = []
     failed = False
@@ -176,3 +224,64 @@ def matrix_lock(
         typer.echo(json.dumps(results, indent=2))
     raise typer.Exit(EXIT_CHECK_FAILED if failed else 0)
 
+
+
+def _check_verdict(problems: list[str], online: LockCheck | None, strict: bool) -> int:
+    """1: a stale lock, a pinned file gone or pins that conflict (with --strict: drift too);
+    3: the index could not be read or a re-resolution failed; drift alone: 0."""
+    if problems or (online and (online.index.alarms or online.conflicts)):
+        return EXIT_CHECK_FAILED
+    if online and (online.errors or online.index_unreachable):
+        return EXIT_FAILED
+    if strict and online and online.drift:
+        return EXIT_CHECK_FAILED
+    return 0
+
+
+def _check_json(problems: list[str], online: LockCheck | None, strict: bool,
+                code: int) -> dict[str, object]:
+    report: dict[str, object] = {"ok": code == 0, "problems": problems, "online": bool(online)}
+    if online:
+        report |= {
+            "index_url": online.index_url,
+            "verified": online.index.verified,
+            "alarms": online.index.alarms,
+            "unchecked": online.index.unchecked,
+            "unreachable": online.index.unreachable,
+            "conflicts": online.conflicts,
+            "drift": [{"set": d.set, "target": d.target, "package": d.package,
+                       "old": d.old, "new": d.new} for d in online.drift],
+            "errors": online.errors,
+            "strict": strict,
+        }
+    return report
+
+
+def _print_check(problems: list[str], online: LockCheck | None, strict: bool, root: Path,
+                 matrix_file: Path | None) -> None:
+    for problem in problems:
+        err_console.print(f"[red]{problem}[/red]", highlight=False)
+    if not problems:
+        console.print(f"every lock in {root} matches {matrix_file or 'stack-matrix.yml'}",
+                      highlight=False)
+    if online is None:
+        return
+    index = online.index
+    for location, why in index.unreachable.items():
+        err_console.print(f"[red]{location} could not be read: {why}[/red]", highlight=False)
+    for alarm in index.alarms:
+        err_console.print(f"[red]{alarm}[/red]", highlight=False)
+    for line in index.unchecked:
+        console.print(f"[yellow]{line}[/yellow]", highlight=False)
+    console.print(f"{index.verified} pins have every recorded sha256 on {online.index_url} or "
+                  f"their set's named indexes ({index.requests} index requests); "
+                  f"{len(index.alarms)} gone or changed, {len(index.unchecked)} not checkable "
+                  f"online", highlight=False)
+    for error in online.errors:
+        err_console.print(f"[red]{error}[/red]", highlight=False)
+    for conflict in online.conflicts:
+        err_console.print(f"[red]conflict: {conflict}[/red]", highlight=False)
+    kind = "" if strict else " (information)"
+    for drift in online.drift:
+        console.print(f"[yellow]drift{kind}: {drift}[/yellow]", highlight=False)
+    console.print(drift_summary(online.drift), highlight=False)

@@ -21,6 +21,10 @@ stages in install order with their pip arguments and environment:
 
 Every stage is installed with ``pip install --require-hashes --no-deps``: the lock is the whole
 environment, and nothing pip would add on its own (a CUDA torchvision) gets in.
+
+A committed lock is checked offline against the matrix (``check_locks``) and online against the
+index (the end of this module): its files still there with their sha256, conflicts among its pins,
+and drift, what a re-resolution would pick today.
 """
 
 from __future__ import annotations
@@ -34,8 +38,9 @@ import shutil
 import subprocess
 import sys
 import tarfile
+import tempfile
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -43,12 +48,14 @@ import httpx
 from packaging.requirements import InvalidRequirement, Requirement
 
 from ascend_serve.resources import data_path
+from ascend_serve.stack.index import IndexCheck, IndexReader, Pin, check_on_index
 from ascend_serve.stack.matrix import Matrix, MatrixError, StackSet
 
 PYPI_SIMPLE = "https://pypi.org/simple"
 PLAN = "plan.json"
-# A lock pins what existed on the index at its date: re-resolving with the same limit gives
-# the same lock, which is what the index test compares.
+# A lock pins what the index offered at its date. Re-resolving with the same limit need not give
+# the same lock (an index may offer files later than their upload dates say): that is drift,
+# reported by `matrix lock --check`, while the files a lock pins must stay on the index.
 _SDIST_RE = r'href="(?P<url>[^"#]+/{name}-{version}\.tar\.gz)#sha256=(?P<sha>[0-9a-f]{{64}})"'
 
 
@@ -308,7 +315,8 @@ class _Compiler:
 
     def run(self, name: str, requirements: list[str], prefer: str = "") -> str:
         """Resolve ``requirements``; ``prefer``: an earlier lock whose versions uv keeps where
-        they satisfy these requirements (as pip keeps what an earlier install put there)."""
+        they satisfy these requirements (as pip keeps what an earlier install put there). With
+        no ``exclude_newer`` (the pins are exact) nothing limits the index's date."""
         source, output = self.work / f"{name}.in", self.work / f"{name}.txt"
         source.write_text("\n".join(requirements) + "\n")
         output.write_text(prefer)
@@ -317,7 +325,7 @@ class _Compiler:
             "--python-platform", self.target.platform,
             "--python-version", self.target.python,
             "--generate-hashes", "--no-header", "--no-annotate", "--quiet",
-            "--exclude-newer", self.exclude_newer,
+            *(["--exclude-newer", self.exclude_newer] if self.exclude_newer else []),
             "--index-url", self.index_url,
             "--index-strategy", "unsafe-best-match",
             "--no-config",
@@ -342,15 +350,16 @@ class _Compiler:
         return output.read_text()
 
 
-def _broken(requirements: list[str], pins: Mapping[str, str], target: Target,
-            owner: str) -> list[str]:
-    """The requirements (of ``owner``) that the locked versions do not satisfy on ``target``."""
+def _unmet(requirements: list[str], pins: Mapping[str, str],
+           target: Target) -> list[tuple[str, str]]:
+    """The requirements that the locked versions do not satisfy on ``target``, each with the
+    version the lock has."""
     environment = {"platform_machine": target.arch, "python_version": target.python,
                    "python_full_version": f"{target.python}.0", "sys_platform": "linux",
                    "platform_system": "Linux", "os_name": "posix",
                    "implementation_name": "cpython", "platform_python_implementation": "CPython",
                    "extra": ""}
-    broken: list[str] = []
+    unmet: list[tuple[str, str]] = []
     for line in requirements:
         try:
             requirement = Requirement(line)
@@ -360,9 +369,19 @@ def _broken(requirements: list[str], pins: Mapping[str, str], target: Target,
             continue
         version = pins.get(normalize(requirement.name))
         if version is not None and not requirement.specifier.contains(version, prereleases=True):
-            broken.append(f"{owner} asks for {requirement.name}{requirement.specifier}, "
-                          f"the lock has {version}")
-    return broken
+            unmet.append((line, version))
+    return unmet
+
+
+def _broken(requirements: list[str], pins: Mapping[str, str], target: Target,
+            owner: str) -> list[str]:
+    """The requirements (of ``owner``) that the locked versions do not satisfy on ``target``."""
+    found: list[str] = []
+    for line, version in _unmet(requirements, pins, target):
+        requirement = Requirement(line)
+        found.append(f"{owner} asks for {requirement.name}{requirement.specifier}, "
+                     f"the lock has {version}")
+    return found
 
 
 def resolve_lock(
@@ -397,16 +416,25 @@ def resolve_lock(
         # it satisfies the second, and replaces it where not (vllm 0.18.0 asks for
         # opencv-python-headless>=4.13.0, vllm-ascend 0.18.0 for <=4.11.0.86: the later wins).
         # The lock does the same: the second resolution prefers the first one's versions, its
-        # own win, and every requirement of vLLM's that ends up unmet is recorded in the plan.
+        # own win. What a replaced pin breaks further down (a package of the first stage that
+        # needs a newer starlette than vllm-ascend's fastapi allows) pip would leave broken;
+        # the lock does not: a third resolution takes every package of the first stage with
+        # vLLM's own requirements, less the ones the second stage overrides, together with the
+        # second stage's, keeping both stages' versions where they fit. Its pins resolve
+        # together; what they break of vLLM's own requirements (vLLM is built with --no-deps,
+        # outside the pins) is recorded in the plan.
         sdist = fetch_vllm_sdist(stack.vllm, index_url, cache / "sdists")
         earlier = sdist.requirements + sdist.build_requirements
         first = compile_.run("vllm", earlier)
-        second = compile_.run("vllm-ascend", [f"vllm-ascend=={stack.vllm_ascend}",
-                                              f"torch=={stack.torch}",
-                                              f"torch-npu=={stack.torch_npu}", *stack.extras],
-                              prefer=first)
+        ascend = [f"vllm-ascend=={stack.vllm_ascend}", f"torch=={stack.torch}",
+                  f"torch-npu=={stack.torch_npu}", *stack.extras]
+        second = compile_.run("vllm-ascend", ascend, prefer=first)
         merged = dict(_blocks(first)) | dict(_blocks(second))
-        text = "".join(merged[name] for name in sorted(merged))
+        replaced = {line for line, _ in _unmet(earlier, pins_of("".join(merged.values())),
+                                                  target)}
+        text = compile_.run("together", [*ascend, *(r for r in earlier if r not in replaced),
+                                         *sorted(name for name, _ in _blocks(first))],
+                            prefer="".join(merged[name] for name in sorted(merged)))
         overridden = _broken(earlier, pins_of(text), target, f"vllm {stack.vllm}")
     blocks = _blocks(text)
     if out.exists():
@@ -472,3 +500,154 @@ def select(matrix: Matrix, names: Iterable[str] | None) -> list[StackSet]:
         raise MatrixError(f"unknown version set(s) {', '.join(unknown)}; "
                           f"known sets: {', '.join(matrix.names())}")
     return [s for s in matrix.sets if not wanted or s.name in wanted]
+
+
+# ---- checking against the index ---------------------------------------------------------------
+# What an operator needs of a committed lock on any later day: every file it pins is still on the
+# index with the sha256 it records (``check_on_index``: an alarm when not), and its pins still
+# install together (``pin_conflicts``). What a re-resolution would pick today is information
+# (``lock_drift``): an index may offer files later than their upload dates say, so even a
+# re-resolution with the lock's own ``--exclude-newer`` can move a pin without anything being
+# wrong with the lock.
+
+_HASH_RE = re.compile(r"--hash=sha256:([0-9a-fA-F]{64})")
+
+
+def locked_files(directory: Path, plan: Mapping[str, Any]) -> list[Pin]:
+    """Every pin of the lock's stage files with the sha256s recorded for it."""
+    found: list[Pin] = []
+    for stage in plan.get("stages", []):
+        for name, block in _blocks((directory / stage["file"]).read_text(encoding="utf-8")):
+            version = pins_of(block).get(name)
+            if version:
+                found.append(Pin(name, version, frozenset(h.lower() for h in
+                                                          _HASH_RE.findall(block))))
+    return found
+
+
+def files_on_index(jobs: Iterable[tuple[StackSet, Target, Path]], *,
+                   index_url: str = PYPI_SIMPLE,
+                   index_overrides: Mapping[str, str] | None = None,
+                   reader: IndexReader | None = None) -> IndexCheck:
+    """Every file the locks in ``jobs`` pin, looked up by sha256 on the index (``index.py``);
+    a pin the default index does not show is looked up in its set's named indexes
+    (``index_overrides``: a URL or wheel directory instead of the matrix's URL)."""
+    overrides = dict(index_overrides or {})
+    entries: list[tuple[str, Pin, list[str]]] = []
+    for stack, target, directory in jobs:
+        named = [overrides.get(i.name, i.url) for i in stack.indexes]
+        entries += [(f"set {stack.name}, target {target.name}", pin, named)
+                    for pin in locked_files(directory, read_plan(directory))]
+    return check_on_index(entries, index_url=index_url, reader=reader)
+
+
+def pin_conflicts(stack: StackSet, target: Target, directory: Path, *,
+                  index_url: str = PYPI_SIMPLE,
+                  index_overrides: Mapping[str, str] | None = None, cache: Path) -> list[str]:
+    """uv resolves the lock's exact pins (its wheel stages; the sdist stage is built from
+    source) for ``target``: the conflict it finds, or a distribution the pins need and the lock
+    lacks. The pins are exact, so the answer depends on the files alone, not the day."""
+    plan = read_plan(directory)
+    pins: dict[str, str] = {}
+    for stage in plan.get("stages", []):
+        if "--no-binary" not in stage.get("pip_args", []):
+            pins |= pins_of((directory / stage["file"]).read_text(encoding="utf-8"))
+    overrides = dict(index_overrides or {})
+    indexes = {i.name: overrides.get(i.name, i.url) for i in stack.indexes}
+    work = cache / "work" / stack.name / target.name
+    work.mkdir(parents=True, exist_ok=True)
+    compile_ = _Compiler(stack, target, work, index_url, indexes, "", cache)
+    where = f"set {stack.name}, target {target.name}"
+    try:
+        text = compile_.run("pins", [f"{name}=={version}" for name, version in pins.items()])
+    except LockError as exc:
+        if "No solution found" not in str(exc):
+            raise
+        cause = str(exc).split("No solution found when resolving dependencies", 1)[1]
+        return [f"{where}: the locked pins conflict: "
+                + " ".join(line.strip() for line in cause.splitlines() if line.strip())]
+    return [f"{where}: {name}=={version} is needed by the locked pins but not locked"
+            for name, version in sorted(pins_of(text).items()) if name not in pins]
+
+
+@dataclass(frozen=True)
+class Drift:
+    """A pin a re-resolution would move: information about the index, not a fault of the lock."""
+
+    set: str
+    target: str
+    package: str
+    old: str | None  # None: the re-resolution adds it
+    new: str | None  # None: the re-resolution drops it
+
+    def __str__(self) -> str:
+        return (f"{self.set} {self.target}: {self.package} "
+                f"{self.old or '(not locked)'} -> {self.new or '(dropped)'}")
+
+
+def drift_between(stack_name: str, target_name: str, old: Mapping[str, str],
+                  new: Mapping[str, str]) -> list[Drift]:
+    """What differs between the committed pins and a re-resolution's, by package."""
+    return [Drift(stack_name, target_name, name, old.get(name), new.get(name))
+            for name in sorted(set(old) | set(new)) if old.get(name) != new.get(name)]
+
+
+def lock_drift(stack: StackSet, target: Target, directory: Path, *,
+               index_url: str = PYPI_SIMPLE, index_overrides: Mapping[str, str] | None = None,
+               exclude_newer: str | None = None, cache: Path) -> list[Drift]:
+    """Re-resolve the set (as of the lock's recorded date, or ``exclude_newer``) and compare."""
+    plan = read_plan(directory)
+    with tempfile.TemporaryDirectory(prefix="ascend-serve-drift-") as tmp:
+        fresh = resolve_lock(stack, target, Path(tmp) / "lock", index_url=index_url,
+                             index_overrides=index_overrides,
+                             exclude_newer=exclude_newer or plan["exclude_newer"], cache=cache)
+    return drift_between(stack.name, target.name, plan.get("pins", {}), fresh["pins"])
+
+
+def drift_summary(drift: list[Drift]) -> str:
+    """One line for a report: how many pins a re-resolution would move, in how many locks."""
+    if not drift:
+        return "drift: none; a re-resolution picks every locked version again"
+    locks = len({(d.set, d.target) for d in drift})
+    return (f"drift: {len(drift)} pin change(s) in {locks} lock(s) on re-resolution "
+            f"(information, not a fault of the locks): "
+            + "; ".join(sorted({f"{d.package} {d.old or '-'} -> {d.new or '-'}"
+                                for d in drift})))
+
+
+@dataclass
+class LockCheck:
+    """The online check of committed locks: their files on the index, conflicts among their
+    pins, drift; ``errors``: re-resolutions that failed for another reason than a conflict."""
+
+    index_url: str
+    index: IndexCheck
+    conflicts: list[str] = field(default_factory=list)
+    drift: list[Drift] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+
+    @property
+    def index_unreachable(self) -> bool:
+        return self.index_url in self.index.unreachable
+
+
+def check_online(jobs: list[tuple[StackSet, Target, Path]], *, index_url: str = PYPI_SIMPLE,
+                 index_overrides: Mapping[str, str] | None = None,
+                 exclude_newer: str | None = None, cache: Path,
+                 resolve: bool = True) -> LockCheck:
+    """``files_on_index`` for every lock of ``jobs``; with ``resolve``, ``pin_conflicts`` and
+    ``lock_drift`` for each too (uv; the sets' sdists are fetched to re-resolve)."""
+    report = LockCheck(index_url, files_on_index(jobs, index_url=index_url,
+                                                 index_overrides=index_overrides))
+    if not resolve or report.index_unreachable:
+        return report
+    for stack, target, directory in jobs:
+        try:
+            report.conflicts += pin_conflicts(stack, target, directory, index_url=index_url,
+                                              index_overrides=index_overrides, cache=cache)
+            report.drift += lock_drift(stack, target, directory, index_url=index_url,
+                                       index_overrides=index_overrides,
+                                       exclude_newer=exclude_newer, cache=cache)
+        except LockError as exc:
+            report.errors.append(str(exc))
+    return report
