@@ -36,21 +36,25 @@ def node_file(tmp_path: Path) -> Path:
     return tmp_path / "node.json"
 
 
-# Seconds each container test took in a full run on this machine kind (2 cores, 2 workers).
-# Under pytest-xdist the workers take tests in collection order as they free up, so the longest
-# go first and the quick tests fill the end; otherwise one worker may start a 10-minute scenario
-# when everything else is done. Unknown ones (a new scenario) go after these, before the rest.
+# Seconds each long test (or group of tests) takes in a full run on this machine kind (2 cores,
+# 2 workers), measured or estimated (see docs/testing.md, "How long it takes").
+# Under pytest-xdist (``--dist loadgroup``) the workers take work in this order as they free up
+# (each is handed its next one while it still runs the last), so the longest go first and the
+# quick tests fill the end; otherwise one worker may start a 10-minute scenario when everything
+# else is done. The vLLM tests are one unit of work (one worker, one server at a time): it is
+# placed by its total (the VLLM_GROUP entry). Unknown molecule tests (a new scenario) go after
+# these, before the rest.
+VLLM_GROUP = "xdist_group[vllm]"
 LONGEST_FIRST = {
-    "test_local_deploy_fresh_then_no_change": 1423,
-    "test_molecule_scenario[serving]": 981,
-    "test_molecule_scenario[multinode]": 684,
-    "test_rollout_stops_at_the_failed_batch_and_a_rerun_repairs": 850,  # 518 s alone
-    "test_molecule_scenario[container]": 420,  # 246 s alone with its image built; +80 s to build
-    "test_molecule_scenario[host]": 446,
-    "test_molecule_scenario[stack_upgrade]": 425,
-    "test_molecule_scenario[k8s_node]": 300,  # 182 s alone
+    "test_molecule_scenario[serving]": 880,  # + preflight and host verify (was default, host)
+    "test_local_deploy_fresh_then_no_change": 718,
+    "test_molecule_scenario[container]": 489,
+    # + the canary's upgrade checks (was molecule stack_upgrade)
+    "test_rollout_stops_at_the_failed_batch_and_a_rerun_repairs": 420,
+    "test_molecule_scenario[multinode]": 350,
+    "test_molecule_scenario[k8s_node]": 321,
+    VLLM_GROUP: 340,  # its 26 tests, 343 s alone
     "test_molecule_scenario[stack_faults]": 282,
-    "test_molecule_scenario[default]": 263,
     "test_molecule_scenario[os_base]": 190,
     "test_molecule_scenario[os_base_dnf]": 170,
     "test_site_preflight_on_two_nodes_one_fails": 106,
@@ -58,10 +62,18 @@ LONGEST_FIRST = {
 }
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    """Keep the order below under ``--dist loadgroup``: pytest-xdist otherwise moves the units of
+    work with the most tests first (``--loadscope-reorder``, on by default), which puts the whole
+    vLLM group before every container test, whatever its length."""
+    if hasattr(config.option, "loadscopereorder"):
+        config.option.loadscopereorder = False
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Under pytest-xdist (``--dist loadgroup``) the tests that start vLLM servers share one
     worker, so each tiny server starts once and never two at a time on this 2-core machine;
-    container tests run longest first (:data:`LONGEST_FIRST`)."""
+    long tests run longest first (:data:`LONGEST_FIRST`)."""
     for item in items:
         if item.get_closest_marker("vllm") is not None:
             item.add_marker(pytest.mark.xdist_group("vllm"))
@@ -69,6 +81,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     def weight(item: pytest.Item) -> float:
         if item.name in LONGEST_FIRST:
             return -LONGEST_FIRST[item.name]
+        if item.get_closest_marker("vllm") is not None:
+            return -LONGEST_FIRST[VLLM_GROUP]
         return -1.0 if item.get_closest_marker("molecule") is not None else 0.0
 
     items.sort(key=weight)  # stable: the others keep their order

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Dependency step of the env scenario: everything the node will be given, built offline.
-#   - the simulated node (Atlas 800 A2), the apt mirror, the stack's installers (prepare converges
-#     the accelerator stack first), the Miniconda test double;
+#   - the simulated node (Atlas 800 A2), the cpufreq stand-in, the apt mirror, the stack's
+#     installers (prepare converges the accelerator stack first), the Miniconda test double;
 #   - model mirror content: a tiny DeepSeek-V3 model with its manifest, a copy of it in which
 #     one file is damaged (same size, other bytes: only the sha256 can tell), and a copy for the
 #     broken-download test.
@@ -11,6 +11,13 @@ eph="${1:?ephemeral directory}"
 project="${2:?project directory}"
 mkdir -p "$project/.cache/apt-archives/${ASCEND_APT_CACHE_ID:-shared}/partial"
 python3 -m ascend_sim node create "$eph/sim/ascend-mol-serving" --model atlas800-a2
+# The cpufreq stand-in (molecule.yml), reset on every run: two policies, one not on performance.
+for policy in 0 1; do
+  mkdir -p "$eph/cpufreq/policy$policy"
+  echo performance powersave schedutil > "$eph/cpufreq/policy$policy/scaling_available_governors"
+done
+echo schedutil > "$eph/cpufreq/policy0/scaling_governor"
+echo performance > "$eph/cpufreq/policy1/scaling_governor"
 python3 -m ascend_sim.mirror apt "$eph/mirror/apt" >/dev/null
 python3 -m ascend_sim packages "$eph/artifacts" --set vllm-ascend-0.13.0 --firmware 7.8.0.2.212 \
   --vars-file "$eph/artifacts/pins.yml" >/dev/null

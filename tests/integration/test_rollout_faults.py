@@ -23,8 +23,15 @@ case's fault right after it took a host out:
 4. with sshd back, a re-run repairs: every host on the new set, serving, resumed, ``done``; the
    hosts finished before change nothing.
 
+Last, the canary is checked as one upgraded host (what molecule ``stack_upgrade`` checked before it
+was folded in here): the shared stack verifier (``molecule/shared/verify_stack.yml``) on the new
+set, the upgrade's part of the vendor install log (firmware flashed before the driver is
+replaced, then CANN, all in upgrade mode) after the older set's first install (driver before
+firmware), the old toolkit gone, the driver's install record of type upgrade, its rollout record
+``done`` on the new set, and the load balancer called once to drain it and once to resume it.
+
 The serving environment and the model staging are skipped (tags env, models, as in molecule
-``stack_upgrade``): the nodes hold a tiny model's config.json and, as their serving environment,
+``stack_upgrade`` did): the nodes hold a tiny model's config.json and, as their serving environment,
 ``tests/data/vllm-standin``, a stand-in ``vllm serve`` that reads the model's config.json and
 answers ``/health`` and ``/v1/models`` (three real vLLM CPU servers would cost this 2-core CI
 about ten minutes; real vLLM behind the same role is molecule ``serving``'s and the main job's).
@@ -46,7 +53,7 @@ from typing import Any
 
 import pytest
 import yaml
-from ansible_run import counted_playbook
+from ansible_run import ansible_playbook, counted_playbook
 
 from ascend_serve.serving.tiny_model import VOCAB_SIZE, model_config_kwargs
 from ascend_sim.sshfleet import Fleet, build_image, fleet_of, sim_env, write_inventory
@@ -63,6 +70,8 @@ ROLLOUT_FACT = "/etc/ansible/facts.d/ascend_rollout.fact"
 STANDIN = "/opt/vllm-standin"  # vllm_service_env_prefix: the stand-in is its bin/vllm
 MODEL_CONFIG = "/var/lib/ascend-serve/models/tiny-deepseek-v3/config.json"
 PORT = 8000  # the tiny-deepseek-v3 profile's
+INSTALL_LOG = "/var/log/ascend_seclog/ascend_install.log"  # the simulated installers' log
+VERIFY_STACK = ROOT / "molecule/shared/verify_stack.yml"
 
 
 def _sim(*args: str, state_dir: Path | None = None) -> subprocess.CompletedProcess[str]:
@@ -190,6 +199,21 @@ def _hook_calls(tmp_path: Path) -> list[str]:
     return (tmp_path / "lb.log").read_text().splitlines()
 
 
+def _read(name: str, path: str) -> str:
+    return subprocess.run(["podman", "exec", name, "cat", path], check=True, capture_output=True,
+                          text=True, timeout=60).stdout
+
+
+def _install_starts(name: str) -> list[str]:
+    """The "install start" lines of the node's vendor install log, in order."""
+    return [line for line in _read(name, INSTALL_LOG).splitlines() if "install start" in line]
+
+
+def _exists(name: str, path: str) -> bool:
+    return subprocess.run(["podman", "exec", name, "test", "-e", path], check=False,
+                          capture_output=True, timeout=60).returncode == 0
+
+
 @pytest.mark.molecule
 def test_rollout_stops_at_the_failed_batch_and_a_rerun_repairs(
         fleet: tuple[Fleet, Path], tmp_path: Path) -> None:
@@ -202,6 +226,11 @@ def test_rollout_stops_at_the_failed_batch_and_a_rerun_repairs(
                               playbook, OLD, OLD_FIRMWARE)
         assert rc == 0, summary["failures"]
     assert {host: _health(nodes, host) for host in NODES} == dict.fromkeys(NODES, 200)
+    # The older set's first install on the canary: the driver before the firmware.
+    old_starts = _install_starts(one)
+    assert len(old_starts) == 5, old_starts
+    assert "[driver][25.3.rc1]" in old_starts[0], old_starts
+    assert f"[firmware][{OLD_FIRMWARE}]" in old_starts[1], old_starts
 
     # A no-op re-run of the stack over SSH costs one fact gathering and a few round trips per
     # host, and starts no package manager (counted: the run_counts callback, bench/sshcount).
@@ -308,3 +337,27 @@ def test_rollout_stops_at_the_failed_batch_and_a_rerun_repairs(
         assert hosts[host]["driver"] == "25.5.0" and hosts[host]["problems"] == []
         assert hosts[host]["serving"] is True
     assert {host: _health(nodes, host) for host in NODES} == dict.fromkeys(NODES, 200)
+
+    # The canary as one upgraded host: upgraded in the first run, left alone by the three after.
+    proc = ansible_playbook(
+        str(VERIFY_STACK), "-i", str(inventory), "--limit", one, "-e", json.dumps({
+            "expected_driver": "25.5.0", "expected_firmware": NEW_FIRMWARE,
+            "expected_cann": "8.5.0", "expected_toolkit_root": "/usr/local/Ascend/cann-8.5.0"}),
+        env=_env(nodes), timeout=600)
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    starts = _install_starts(one)
+    assert starts[: len(old_starts)] == old_starts, starts
+    upgrade = starts[len(old_starts):]
+    assert len(upgrade) == 5, upgrade
+    # An upgrade flashes the firmware first, then replaces the driver, then CANN in order.
+    assert f"[firmware][{NEW_FIRMWARE}]" in upgrade[0], upgrade
+    assert "[driver][25.5.0] install start, mode=upgrade" in upgrade[1], upgrade
+    assert "[toolkit][8.5.0] install start, mode=upgrade" in upgrade[2], upgrade
+    assert "[kernels][8.5.0]" in upgrade[3] and "[nnal][8.5.0]" in upgrade[4], upgrade
+    assert not _exists(one, "/usr/local/Ascend/ascend-toolkit/8.3.RC2")
+    assert "Driver_Install_Type=upgrade" in _read(one, "/etc/ascend_install.info").splitlines()
+    record = json.loads(_read(one, ROLLOUT_FACT))
+    assert (record["phase"], record["set"]) == ("done", NEW), record
+    calls = _hook_calls(tmp_path)
+    assert (calls.count(f"drain {one}"), calls.count(f"resume {one}")) == (1, 1), calls
+    assert calls.index(f"drain {one}") < calls.index(f"resume {one}"), calls
