@@ -24,6 +24,9 @@ from typer.testing import CliRunner, Result
 from ascend_serve.cli.console import EXIT_BAD_INPUT, EXIT_CHECK_FAILED, EXIT_FAILED, EXIT_OK
 from ascend_serve.cli.deploy import deploy
 from ascend_serve.fleet import deploy as d
+from ascend_serve.fleet import events as ev
+from ascend_serve.fleet import request as rq
+from ascend_serve.fleet import rundir as rd
 from ascend_serve.resources import collections_path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -96,12 +99,12 @@ def test_one_host_fails_summary_lines_and_run_dir(tmp_path: Path,
     assert "UNREACHABLE h4: task Write the marker file" in out
     assert "FAILED h2: task Check that the host may be deployed" in out
     assert f"    {ASSERT_MESSAGE}" in out
-    assert f"    {d.CENSORED}" in out  # h3: only what Ansible shows of a no_log result
+    assert f"    {ev.CENSORED}" in out  # h3: only what Ansible shows of a no_log result
     assert SECRET not in out
 
     (run_dir,) = _run_dirs(tmp_path)
     assert re.fullmatch(r"\d{8}T\d{6}Z-deploy_two_hosts", run_dir.name)
-    assert {"job_events", "stdout", "status", "rc", "command", d.SUMMARY_FILE} <= {
+    assert {"job_events", "stdout", "status", "rc", "command", rd.SUMMARY_FILE} <= {
         p.name for p in run_dir.iterdir()}
     events = [json.loads(p.read_text()) for p in (run_dir / "job_events").glob("*.json")]
     assert {"playbook_on_play_start", "runner_on_ok", "runner_on_failed",
@@ -109,7 +112,7 @@ def test_one_host_fails_summary_lines_and_run_dir(tmp_path: Path,
     assert (run_dir / "status").read_text() == "failed"
     assert SECRET not in _files_text(run_dir)  # nor in the runner's artifacts or our summary
 
-    summary = json.loads((run_dir / d.SUMMARY_FILE).read_text())
+    summary = json.loads((run_dir / rd.SUMMARY_FILE).read_text())
     assert summary["exit_code"] == EXIT_CHECK_FAILED and summary["outcome"] == "hosts_failed"
     assert summary["hosts"]["h1"] == {"ok": 5, "changed": 1, "failed": 0, "unreachable": 0,
                                       "skipped": 2, "rescued": 0, "ignored": 0}
@@ -120,7 +123,7 @@ def test_one_host_fails_summary_lines_and_run_dir(tmp_path: Path,
     assert summary["hosts"]["h4"]["unreachable"] == 1
     assert failures["h2"]["message"] == ASSERT_MESSAGE
     assert failures["h2"]["action"] == "ansible.builtin.assert"
-    assert failures["h3"]["message"] == d.CENSORED
+    assert failures["h3"]["message"] == ev.CENSORED
     assert summary["extra_vars"] == ["inline: deploy_test_secret"]
     assert summary["plays"] == ["Configure the test hosts", "Finish on the hosts left"]
     assert (tmp_path / "out" / "h1.txt").read_text() == "deployed marker\n"
@@ -135,7 +138,7 @@ def test_check_mode_json(tmp_path: Path) -> None:
                       "--run-dir", str(run_dir)])
     assert result.exit_code == EXIT_CHECK_FAILED, result.output
     summary = json.loads(result.stdout)
-    assert summary == json.loads((run_dir / d.SUMMARY_FILE).read_text())
+    assert summary == json.loads((run_dir / rd.SUMMARY_FILE).read_text())
     assert summary["check"] is True and summary["run_dir"] == str(run_dir)
     assert summary["hosts"]["h1"]["changed"] == 1  # the copy would change the file
     assert not (tmp_path / "out" / "h1.txt").exists()  # ... and did not
@@ -152,7 +155,7 @@ def test_limit_and_extra_vars(tmp_path: Path) -> None:
     result = _invoke([str(PLAYBOOK), "-i", str(inventory), "--limit", "h1", "--run-dir",
                       str(run_dir), "-e", "deploy_test_marker=limited", "-q", "--diff"])
     assert result.exit_code == EXIT_OK, result.output
-    summary = json.loads((run_dir / d.SUMMARY_FILE).read_text())
+    summary = json.loads((run_dir / rd.SUMMARY_FILE).read_text())
     assert list(summary["hosts"]) == ["h1"] and summary["outcome"] == "ok"
     assert (tmp_path / "out" / "h1.txt").read_text() == "deployed limited\n"
     assert not (tmp_path / "out" / "h2.txt").exists()
@@ -172,7 +175,7 @@ def test_broken_playbook_exits_3_with_ansible_error(tmp_path: Path) -> None:
     assert result.exit_code == EXIT_FAILED, result.output
     assert "ansible-playbook failed" in result.stderr
     assert "no_such_module" in result.stderr  # the tail of Ansible's own error
-    summary = json.loads((run_dir / d.SUMMARY_FILE).read_text())
+    summary = json.loads((run_dir / rd.SUMMARY_FILE).read_text())
     assert summary["outcome"] == "ansible_failed" and summary["hosts"] == {}
     assert "no_such_module" in summary["error"]
 
@@ -234,7 +237,7 @@ def test_ctrl_c_cancels_the_run(tmp_path: Path) -> None:
             if str(inventory).encode() in _read(p)]
     assert not left, "ansible processes outlived the cancelled run"
     assert (run_dir / "status").read_text() == "canceled"
-    summary = json.loads((run_dir / d.SUMMARY_FILE).read_text())
+    summary = json.loads((run_dir / rd.SUMMARY_FILE).read_text())
     assert summary["outcome"] == "canceled" and summary["exit_code"] == d.EXIT_CANCELED
 
 
@@ -249,67 +252,68 @@ def _read(path: Path) -> bytes:
 
 
 def test_input_resolution(tmp_path: Path) -> None:
-    assert d.resolve_playbook("site.yml", ROOT, tmp_path) == ROOT / "site.yml"
-    assert d.resolve_playbook("preflight", ROOT, tmp_path) == PLAYBOOKS / "preflight.yml"
-    assert d.resolve_playbook("network.yml", ROOT, tmp_path) == PLAYBOOKS / "network.yml"
-    assert d.resolve_playbook("ascend_serve.fleet.stack", ROOT, tmp_path) == PLAYBOOKS / "stack.yml"
+    assert rq.resolve_playbook("site.yml", ROOT, tmp_path) == ROOT / "site.yml"
+    assert rq.resolve_playbook("preflight", ROOT, tmp_path) == PLAYBOOKS / "preflight.yml"
+    assert rq.resolve_playbook("network.yml", ROOT, tmp_path) == PLAYBOOKS / "network.yml"
+    assert rq.resolve_playbook("ascend_serve.fleet.stack", ROOT, tmp_path) == (
+        PLAYBOOKS / "stack.yml")
     local = tmp_path / "mine.yml"
     local.write_text("[]\n")
-    assert d.resolve_playbook("mine.yml", ROOT, tmp_path) == local
-    assert d.resolve_inventories([], ROOT, tmp_path) == [str(ROOT / d.DEFAULT_INVENTORY)]
-    assert d.resolve_inventories(["h1,h2,"], ROOT, tmp_path) == ["h1,h2,"]
-    assert d.count_plays(PLAYBOOK) == 2
+    assert rq.resolve_playbook("mine.yml", ROOT, tmp_path) == local
+    assert rq.resolve_inventories([], ROOT, tmp_path) == [str(ROOT / rq.DEFAULT_INVENTORY)]
+    assert rq.resolve_inventories(["h1,h2,"], ROOT, tmp_path) == ["h1,h2,"]
+    assert rq.count_plays(PLAYBOOK) == 2
     # imports followed: site.yml -> ascend_serve.fleet.site -> its five playbooks
-    assert (d.count_plays(ROOT / "site.yml") or 0) >= 5
-    assert d.count_plays(ROOT / "site.yml") == d.count_plays(PLAYBOOKS / "site.yml")
+    assert (rq.count_plays(ROOT / "site.yml") or 0) >= 5
+    assert rq.count_plays(ROOT / "site.yml") == rq.count_plays(PLAYBOOKS / "site.yml")
     templated = tmp_path / "templated.yml"
     templated.write_text("- ansible.builtin.import_playbook: '{{ x }}.yml'\n")
-    assert d.count_plays(templated) is None
+    assert rq.count_plays(templated) is None
     # ansible-runner turns host key checking off unless told: the project's ansible.cfg is kept.
-    request = d.prepare("site.yml", [], cwd=tmp_path)
+    request = rq.prepare("site.yml", [], cwd=tmp_path)
     assert d._environment(request)["ANSIBLE_HOST_KEY_CHECKING"] in ("True", os.environ.get(
         "ANSIBLE_HOST_KEY_CHECKING"))
 
 
 def test_find_project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A checkout (here, above, or the one an editable install runs from), else none."""
-    monkeypatch.delenv(d.PROJECT_ENV, raising=False)
-    assert d.find_project(ROOT / "tests" / "cli") == ROOT
-    assert d.find_project(tmp_path) == ROOT  # this package's own checkout (editable install)
+    monkeypatch.delenv(rq.PROJECT_ENV, raising=False)
+    assert rq.find_project(ROOT / "tests" / "cli") == ROOT
+    assert rq.find_project(tmp_path) == ROOT  # this package's own checkout (editable install)
     installed = tmp_path / "site-packages" / "ascend_serve" / "_collections"
     installed.mkdir(parents=True)
-    monkeypatch.setattr(d, "collections_path", lambda: installed)  # a wheel's copy
-    assert d.find_project(tmp_path) is None
-    assert d.find_project(ROOT) == ROOT
-    monkeypatch.setenv(d.PROJECT_ENV, str(tmp_path))
-    with pytest.raises(d.DeployInputError, match=r"has no ansible\.cfg"):
-        d.find_project(ROOT)
+    monkeypatch.setattr(rq, "collections_path", lambda: installed)  # a wheel's copy
+    assert rq.find_project(tmp_path) is None
+    assert rq.find_project(ROOT) == ROOT
+    monkeypatch.setenv(rq.PROJECT_ENV, str(tmp_path))
+    with pytest.raises(rq.DeployInputError, match=r"has no ansible\.cfg"):
+        rq.find_project(ROOT)
 
 
 def test_without_a_project_the_packaged_collection_runs(tmp_path: Path,
                                                         monkeypatch: pytest.MonkeyPatch) -> None:
     """An installed wheel away from a checkout: the collection's playbooks by name, found on
     ANSIBLE_COLLECTIONS_PATH (the packaged collection first); an inventory must be given."""
-    monkeypatch.setattr(d, "find_project", lambda cwd=None: None)
+    monkeypatch.setattr(rq, "find_project", lambda cwd=None: None)
     monkeypatch.delenv("ANSIBLE_COLLECTIONS_PATH", raising=False)
-    request = d.prepare("site.yml", ["h1,"], cwd=tmp_path)
+    request = rq.prepare("site.yml", ["h1,"], cwd=tmp_path)
     assert request.project is None and request.playbook == PLAYBOOKS / "site.yml"
     assert request.name == request.playbook_arg == "ascend_serve.fleet.site"
-    assert d.prepare("ascend_serve.fleet.network", ["h1,"], cwd=tmp_path).playbook_arg == (
+    assert rq.prepare("ascend_serve.fleet.network", ["h1,"], cwd=tmp_path).playbook_arg == (
         "ascend_serve.fleet.network")
     mine = tmp_path / "mine.yml"
     mine.write_text("[]\n")
-    assert d.prepare("mine.yml", ["h1,"], cwd=tmp_path).playbook_arg == str(mine)
+    assert rq.prepare("mine.yml", ["h1,"], cwd=tmp_path).playbook_arg == str(mine)
     env = d._environment(request)
     assert env["ANSIBLE_COLLECTIONS_PATH"].split(os.pathsep) == [
         str(collections_path()), *d.ANSIBLE_DEFAULT_COLLECTIONS]
     monkeypatch.setenv("ANSIBLE_COLLECTIONS_PATH", "/opt/mine")
     assert d._environment(request)["ANSIBLE_COLLECTIONS_PATH"].split(os.pathsep) == [
         str(collections_path()), "/opt/mine"]
-    with pytest.raises(d.DeployInputError, match=r"no inventory given \(-i\), and no project"):
-        d.prepare("site.yml", [], cwd=tmp_path)
+    with pytest.raises(rq.DeployInputError, match=r"no inventory given \(-i\), and no project"):
+        rq.prepare("site.yml", [], cwd=tmp_path)
     # A checkout's runs are left to its ansible.cfg.
-    checkout = d.DeployRequest(project=ROOT, playbook=ROOT / "site.yml", inventories=["h1,"])
+    checkout = rq.DeployRequest(project=ROOT, playbook=ROOT / "site.yml", inventories=["h1,"])
     assert "ANSIBLE_COLLECTIONS_PATH" not in d._environment(checkout)
     assert checkout.playbook_arg == str(ROOT / "site.yml")
 
@@ -317,7 +321,7 @@ def test_without_a_project_the_packaged_collection_runs(tmp_path: Path,
 def test_command_line_options(tmp_path: Path) -> None:
     vault = tmp_path / "vault-pass"
     vault.write_text("pw\n")
-    request = d.prepare("network", ["h1,"], tags=["a,b", "c"], skip_tags=["d"], check=True,
+    request = rq.prepare("network", ["h1,"], tags=["a,b", "c"], skip_tags=["d"], check=True,
                         diff=True, vault_password_files=[str(vault)], forks=3, limit="h1",
                         cwd=tmp_path)
     assert request.playbook == PLAYBOOKS / "network.yml"
@@ -328,18 +332,18 @@ def test_command_line_options(tmp_path: Path) -> None:
 
 
 def test_extra_vars_forms(tmp_path: Path) -> None:
-    kv = d.parse_extra_vars("a=1 b='two words'", tmp_path)
+    kv = rq.parse_extra_vars("a=1 b='two words'", tmp_path)
     assert json.loads(kv.text or "") == {"a": "1", "b": "two words"}
     assert kv.describe() == "inline: a, b"
-    assert d.parse_extra_vars('{"c": [1, 2]}', tmp_path).keys == ("c",)
+    assert rq.parse_extra_vars('{"c": [1, 2]}', tmp_path).keys == ("c",)
     vault = tmp_path / "vars.yml"
     vault.write_text("token: !vault |\n  $ANSIBLE_VAULT;1.1;AES256\n  6162\n"
                      "plain: !unsafe '{{x}}'\n")
-    parsed = d.parse_extra_vars("@vars.yml", tmp_path)
+    parsed = rq.parse_extra_vars("@vars.yml", tmp_path)
     assert parsed.path == vault and parsed.keys == ("token", "plain")
     encrypted = tmp_path / "enc.yml"
     encrypted.write_text("$ANSIBLE_VAULT;1.1;AES256\n6162\n")
-    assert d.parse_extra_vars(f"@{encrypted}", tmp_path).path == encrypted
+    assert rq.parse_extra_vars(f"@{encrypted}", tmp_path).path == encrypted
 
 
 def _event(kind: str, **data: Any) -> dict[str, Any]:
@@ -347,9 +351,9 @@ def _event(kind: str, **data: Any) -> dict[str, Any]:
 
 
 def test_tracker_counts_messages_and_recap() -> None:
-    tracker = d.Tracker(total_plays=1)
+    tracker = ev.Tracker(total_plays=1)
     notices = tracker.handle(_event("playbook_on_play_start", play="P", play_pattern="all"))
-    assert notices == [d.PlayStarted(1, 1, "P", "all")]
+    assert notices == [ev.PlayStarted(1, 1, "P", "all")]
     tracker.handle(_event("playbook_on_task_start", task="T", role="r"))
     tracker.handle(_event("runner_on_start", host="a"))
     assert tracker.hosts["a"].task == "T"
@@ -359,7 +363,7 @@ def test_tracker_counts_messages_and_recap() -> None:
     tracker.handle(_event("runner_on_failed", host="a", ignore_errors=True, res={"msg": "meh"}))
     (unreachable,) = tracker.handle(_event("runner_on_unreachable", host="c",
                                            res={"msg": "Failed to connect", "unreachable": True}))
-    assert isinstance(unreachable, d.HostResult) and unreachable.status == "unreachable"
+    assert isinstance(unreachable, ev.HostResult) and unreachable.status == "unreachable"
     assert tracker.hosts["a"].counters() == {"ok": 2, "changed": 1, "failed": 0,
                                              "unreachable": 0, "skipped": 0, "rescued": 0,
                                              "ignored": 1}
@@ -374,18 +378,18 @@ def test_tracker_counts_messages_and_recap() -> None:
     assert not tracker.hosts["b"].bad and tracker.hosts["b"].rescued == 1
     assert list(tracker.failures_by_host()) == ["c"]
     assert re.fullmatch(r"a +: ok=2 +changed=1 +unreachable=0 +failed=0 +skipped=0 +rescued=0"
-                        r" +ignored=1", d.stats_line("a", tracker.hosts["a"]))
+                        r" +ignored=1", ev.stats_line("a", tracker.hosts["a"]))
 
 
 def test_result_messages() -> None:
-    assert d.result_message({"msg": ["Preflight failed:", "found 4 NPU(s)"]}) == (
+    assert ev.result_message({"msg": ["Preflight failed:", "found 4 NPU(s)"]}) == (
         "Preflight failed:\nfound 4 NPU(s)")
-    assert d.result_message({"censored": d.CENSORED, "msg": "x"}) == d.CENSORED
+    assert ev.result_message({"censored": ev.CENSORED, "msg": "x"}) == ev.CENSORED
     loop = {"msg": "One or more items failed", "results": [
         {"item": "ok-one", "failed": False, "msg": "fine"},
         {"_ansible_item_label": "bad", "failed": True, "msg": "no such package"}]}
-    assert d.result_message(loop) == 'One or more items failed\nitem "bad": no such package'
-    assert d.result_message({"module_stderr": "Traceback\nKeyError: x", "msg": "MODULE FAILURE"}
+    assert ev.result_message(loop) == 'One or more items failed\nitem "bad": no such package'
+    assert ev.result_message({"module_stderr": "Traceback\nKeyError: x", "msg": "MODULE FAILURE"}
                             ) == "MODULE FAILURE\nmodule_stderr:\nTraceback\nKeyError: x"
 
 
@@ -394,13 +398,13 @@ def test_censored_event_stdout_is_cut() -> None:
         "event": "runner_on_failed",
         "stdout": f"[ERROR]: Task failed: {SECRET}\r\nOrigin: x.yml:3\r\n\r\n"
                   "fatal: [h]: FAILED! => \r\n    censored: hidden",
-        "event_data": {"res": {"censored": d.CENSORED}}}
-    d.censor_event_stdout(event)
+        "event_data": {"res": {"censored": ev.CENSORED}}}
+    ev.censor_event_stdout(event)
     assert SECRET not in event["stdout"]
     assert event["stdout"].endswith("fatal: [h]: FAILED! => \r\n    censored: hidden")
     plain: dict[str, Any] = {"event": "runner_on_failed", "stdout": "[ERROR]: shown",
                              "event_data": {"res": {}}}
-    d.censor_event_stdout(plain)
+    ev.censor_event_stdout(plain)
     assert plain["stdout"] == "[ERROR]: shown"
 
 
@@ -459,7 +463,7 @@ def test_site_preflight_on_two_nodes_one_fails(two_nodes: Path, tmp_path: Path) 
     assert "    found 4 NPU(s) on the PCI bus, the inventory expects 8" in plain
     assert re.search(r"the run stopped in play 1 of \d+ \(Preflight checks\)", plain)
 
-    summary = json.loads((run_dir / d.SUMMARY_FILE).read_text())
+    summary = json.loads((run_dir / rd.SUMMARY_FILE).read_text())
     hosts = summary["hosts"]
     assert hosts[OK_NODE]["failed"] == 0 and hosts[OK_NODE]["unreachable"] == 0
     assert hosts[OK_NODE]["ok"] >= 5

@@ -41,25 +41,18 @@ from typer.testing import CliRunner
 
 from ascend_serve.cli import doctor as doctor_cli
 from ascend_serve.cli.doctor import doctor
-from ascend_serve.doctor.diagnose import (
+from ascend_serve.doctor.bundle import write_bundle
+from ascend_serve.doctor.checks_network import parse_link, parse_net_health, parse_tls
+from ascend_serve.doctor.collected import (
     Collected,
     CollectError,
-    Context,
-    Finding,
-    HostResult,
-    classify_journal,
     collector_command,
-    diagnose,
-    examine,
-    exit_code,
-    latest_run,
     parse_collected,
-    parse_link,
-    parse_net_health,
-    parse_tls,
     redact_sections,
-    write_bundle,
 )
+from ascend_serve.doctor.diagnose import diagnose, examine, exit_code
+from ascend_serve.doctor.findings import Context, Finding, HostResult
+from ascend_serve.doctor.journal import classify_journal, latest_run
 from ascend_serve.doctor.known_problems import KNOWN_PROBLEMS
 from ascend_serve.doctor.redact import REDACTED, redact
 from ascend_serve.doctor.remote import (
@@ -146,7 +139,7 @@ def test_healthy_node_has_no_finding_at_warning_level() -> None:
 
 
 def report_of(findings: list[Finding]) -> Any:
-    from ascend_serve.doctor.diagnose import HostReport
+    from ascend_serve.doctor.findings import HostReport
 
     return HostReport(host="node", collected=True, findings=findings)
 

@@ -30,6 +30,9 @@ from rich.text import Text
 from ascend_serve.cli.console import console, err_console, fail
 from ascend_serve.cli.options import Inventory, Limit, RunDir, json_option
 from ascend_serve.fleet import deploy as d
+from ascend_serve.fleet import events as ev
+from ascend_serve.fleet import request as rq
+from ascend_serve.fleet import rundir as rd
 
 _STATUS_STYLE = {"ok": "green", "changed": "yellow", "failed": "red", "unreachable": "red",
                  "skipped": "cyan", "ignored": "magenta"}
@@ -45,7 +48,7 @@ def _one_line(message: str | None) -> str:
     return text if len(text) <= _MAX_LINE else text[: _MAX_LINE - 3] + "..."
 
 
-def _play_line(notice: d.PlayStarted) -> str:
+def _play_line(notice: ev.PlayStarted) -> str:
     count = f"{notice.number}/{notice.total}" if notice.total else str(notice.number)
     return f"PLAY [{count}] {notice.name}"
 
@@ -53,24 +56,24 @@ def _play_line(notice: d.PlayStarted) -> str:
 class _Lines:
     """--quiet / not a terminal: one line per play and per finished task per host (CI logs)."""
 
-    def notice(self, notice: d.Notice) -> None:
-        if isinstance(notice, d.PlayStarted):
+    def notice(self, notice: ev.Notice) -> None:
+        if isinstance(notice, ev.PlayStarted):
             console.print(_play_line(notice), highlight=False, markup=False, soft_wrap=True)
-        elif isinstance(notice, d.HostResult):
+        elif isinstance(notice, ev.HostResult):
             label = _task_label(notice.role, notice.task)
             line = f"{notice.status + ':':<13}[{notice.host}] {label}"
             if notice.message and notice.status != "skipped":
                 line += f" -- {_one_line(notice.message)}"
             console.print(Text(line, style=_STATUS_STYLE.get(notice.status, "")),
                           highlight=False, soft_wrap=True)
-        elif isinstance(notice, d.Note):
+        elif isinstance(notice, ev.Note):
             console.print(notice.text, highlight=False, markup=False, soft_wrap=True)
 
 
 class _LiveView:
     """A terminal: the current play and task, a bar over the plays, per-host counters."""
 
-    def __init__(self, tracker: d.Tracker, out: Console) -> None:
+    def __init__(self, tracker: ev.Tracker, out: Console) -> None:
         self.lock = threading.RLock()
         self.tracker = tracker
         self.console = out
@@ -85,23 +88,23 @@ class _LiveView:
         self.bar: TaskID = self.progress.add_task("starting ansible-playbook", total=None,
                                                   plays="")
 
-    def notice(self, notice: d.Notice) -> None:
+    def notice(self, notice: ev.Notice) -> None:
         with self.lock:
-            if isinstance(notice, d.PlayStarted):
+            if isinstance(notice, ev.PlayStarted):
                 self.console.print(Text(_play_line(notice), style="bold"), highlight=False)
                 self.progress.update(
                     self.bar, description=escape(notice.name), total=notice.total,
                     completed=notice.number - 1,
                     plays=f"play {notice.number}/{notice.total}" if notice.total
                     else f"play {notice.number}")
-            elif isinstance(notice, d.HostResult) and notice.status in ("failed", "unreachable"):
+            elif isinstance(notice, ev.HostResult) and notice.status in ("failed", "unreachable"):
                 line = (f"{notice.status}: [{notice.host}] {_task_label(notice.role, notice.task)}"
                         f" -- {_one_line(notice.message)}")
                 self.console.print(Text(line, style="red"), highlight=False, soft_wrap=True)
-            elif isinstance(notice, d.Note):
+            elif isinstance(notice, ev.Note):
                 self.console.print(notice.text, highlight=False, markup=False, soft_wrap=True)
 
-    def finish(self, tracker: d.Tracker) -> None:
+    def finish(self, tracker: ev.Tracker) -> None:
         with self.lock:
             total = tracker.total_plays or len(tracker.plays) or 1
             self.progress.update(self.bar, total=total, completed=total)
@@ -176,13 +179,13 @@ def _summary_table(result: d.DeployResult) -> Table:
     table = Table(title=f"deploy {escape(result.request.name)}{mode}: {verdict}",
                   title_justify="left")
     table.add_column("host")
-    for name in d.STAT_FIELDS:
+    for name in ev.STAT_FIELDS:
         table.add_column(name, justify="right")
     for host in sorted(tracker.hosts):
         stats = tracker.hosts[host]
         style = "red" if stats.bad else ("yellow" if stats.changed else "green")
         table.add_row(f"[{style}]{escape(host)}[/{style}]",
-                      *(str(getattr(stats, name)) for name in d.STAT_FIELDS))
+                      *(str(getattr(stats, name)) for name in ev.STAT_FIELDS))
     return table
 
 
@@ -191,7 +194,7 @@ def _print_summary(result: d.DeployResult, recap: bool) -> None:
     if recap and tracker.hosts:  # Ansible's own recap lines, for logs and greps
         console.print("PLAY RECAP", highlight=False, markup=False)
         for host in sorted(tracker.hosts):
-            console.print(d.stats_line(host, tracker.hosts[host]), highlight=False,
+            console.print(ev.stats_line(host, tracker.hosts[host]), highlight=False,
                           markup=False, soft_wrap=True)
     if tracker.hosts:
         console.print(_summary_table(result))
@@ -225,7 +228,7 @@ def deploy(
         typer.Argument(help="site.yml (default: the project's, else the collection's), a "
                             "playbook of the ascend_serve.fleet collection by name (network or "
                             "ascend_serve.fleet.network), or a path."),
-    ] = d.DEFAULT_PLAYBOOK,
+    ] = rq.DEFAULT_PLAYBOOK,
     inventory: Inventory = None,
     limit: Limit = None,
     tags: Annotated[
@@ -268,12 +271,12 @@ def deploy(
     """Run site.yml (or one playbook) with ansible-runner; exit 0 all hosts ok, 1 a host failed
     or was unreachable, 2 bad input, 3 ansible-playbook itself failed, 130 cancelled."""
     try:
-        request = d.prepare(playbook, inventory, limit=limit, tags=tags, skip_tags=skip_tags,
+        request = rq.prepare(playbook, inventory, limit=limit, tags=tags, skip_tags=skip_tags,
                             check=check, diff=diff, extra_vars=extra_vars,
                             vault_password_files=vault_password_file, forks=forks)
-        target = (d.check_run_dir(run_dir) if run_dir is not None
-                  else d.new_run_dir(request.playbook))
-    except d.DeployInputError as exc:
+        target = (rd.check_run_dir(run_dir) if run_dir is not None
+                  else rd.new_run_dir(request.playbook))
+    except rq.DeployInputError as exc:
         raise fail(str(exc)) from exc
 
     # The live display needs a terminal (rich's TTY_INTERACTIVE=1 asks for it elsewhere); a log
@@ -281,7 +284,7 @@ def deploy(
     interactive = sys.stdout.isatty() or os.environ.get("TTY_INTERACTIVE") == "1"
     live_mode = (not (quiet or as_json) and interactive and console.is_terminal
                  and not console.is_dumb_terminal)
-    tracker = d.Tracker(d.count_plays(request.playbook))
+    tracker = ev.Tracker(rq.count_plays(request.playbook))
     view: _LiveView | _Lines | None
     if as_json:
         view = None
@@ -295,7 +298,7 @@ def deploy(
         console.print(f"deploy {what} (run directory {target})", highlight=False,
                       markup=False, soft_wrap=True)
 
-    def on_notice(notice: d.Notice) -> None:
+    def on_notice(notice: ev.Notice) -> None:
         if view is not None:
             view.notice(notice)
 

@@ -13,14 +13,10 @@ from rich.table import Table
 
 from ascend_serve.cli.console import EXIT_BAD_INPUT, console, err_console, fail
 from ascend_serve.cli.options import JsonFlag
-from ascend_serve.doctor.diagnose import (
-    Context,
-    HostResult,
-    collector_command,
-    examine_all,
-    exit_code,
-    write_bundle,
-)
+from ascend_serve.doctor.bundle import write_bundle
+from ascend_serve.doctor.collected import collector_command
+from ascend_serve.doctor.diagnose import examine_all, exit_code
+from ascend_serve.doctor.findings import Context, HostResult
 from ascend_serve.doctor.remote import (
     DEFAULT_KNOWN_HOSTS,
     LocalTransport,

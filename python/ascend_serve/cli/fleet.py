@@ -10,7 +10,8 @@ from rich.table import Table
 
 from ascend_serve.cli.console import EXIT_CHECK_FAILED, EXIT_FAILED, EXIT_OK, console, fail
 from ascend_serve.cli.options import Inventory, JsonFlag, Limit, RunDir
-from ascend_serve.fleet.deploy import DeployInputError, new_run_dir, prepare
+from ascend_serve.fleet.request import DeployInputError, prepare
+from ascend_serve.fleet.rundir import new_run_dir
 from ascend_serve.fleet.status import collect, fleet_problems
 
 STATUS_PLAYBOOK = "fleet_status"

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+import inspect
+from typing import Annotated, Any
 
 import typer
+from typer.core import TyperGroup
 
 from ascend_serve import __version__
 from ascend_serve.cli.bench import bench
@@ -24,8 +26,48 @@ from ascend_serve.cli.serve import serve
 from ascend_serve.cli.tune import tune
 from ascend_serve.cli.validate import validate
 
+
+def unwrap_help(text: str | None) -> str | None:
+    """A help text with the hard line breaks inside its paragraphs joined, so that the terminal
+    wraps it (at any width) instead of breaking the source's lines a second time.
+
+    Paragraphs are separated by a blank line; one that starts with ``\\b`` keeps its lines (click's
+    convention), and what follows ``\\f`` (not shown by --help) is left as it is.
+    """
+    if not text:
+        return text
+    shown, cut, hidden = inspect.cleandoc(text).partition("\f")
+    paragraphs = [p if p.startswith("\b") else " ".join(p.split())
+                  for p in shown.split("\n\n")]
+    return "\n\n".join(p for p in paragraphs if p) + cut + hidden
+
+
+def _plain_help(command: Any) -> None:
+    """``command`` and every command below it: help texts unwrapped (:func:`unwrap_help`) and
+    formatted by click's own help formatter, which wraps every paragraph and option description
+    to the terminal's width (rich's option tables cut long words short at 80 columns)."""
+    command.help = unwrap_help(command.help)
+    command.rich_markup_mode = None
+    for param in command.params:
+        if getattr(param, "help", None):
+            param.help = unwrap_help(param.help)
+    for sub in getattr(command, "commands", {}).values():
+        _plain_help(sub)
+
+
+class _RootGroup(TyperGroup):
+    """The ``ascend-serve`` group, built with every command below it: one help convention for the
+    whole tree (:func:`_plain_help`), whatever each module's ``typer.Typer`` says."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        _plain_help(self)
+
+
 app = typer.Typer(
     name="ascend-serve",
+    cls=_RootGroup,
+    rich_markup_mode=None,
     help="Provision Kunpeng + Ascend NPU fleets and serve DeepSeek models with vLLM.",
     no_args_is_help=True,
     add_completion=True,  # --install-completion / --show-completion (bash, zsh, fish, pwsh)

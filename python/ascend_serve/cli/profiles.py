@@ -57,10 +57,13 @@ def show_profile(
     profile_files: ProfileFiles = None,
     model_dir: Annotated[Path | None, typer.Option(
         help="Model directory whose config.json the fit estimate reads.")] = None,
+    as_json: JsonFlag = False,
 ) -> None:
     """Print a resolved profile (its tutorial and differences from it included) and its memory
-    fit estimate as JSON; ``fit`` is null when nothing can be estimated, with ``fit_note`` saying
-    why (no config.json known, or an architecture the estimate does not model)."""
+    fit estimate as JSON; exit 1 when it does not fit.
+
+    ``fit`` is null when nothing can be estimated, with ``fit_note`` saying why (no config.json
+    known, or an architecture the estimate does not model)."""
     try:
         profile = resolve_options(name, assignments or [], profile_files)
     except ProfileError as exc:

@@ -1,17 +1,28 @@
-"""``ascend-serve serve``: start vLLM from a named serving profile on this node."""
+"""``ascend-serve serve``: start vLLM from a named serving profile on this node.
+
+The orchestration is :mod:`ascend_serve.serving.service`'s; this command parses the options and
+prints what happens.
+"""
 
 from __future__ import annotations
 
 import json
-import signal
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
-from types import FrameType
 from typing import Annotated, Any
 
 import typer
 from rich.markup import escape
-from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+from rich.progress import (
+    BarColumn,
+    Progress,
+    SpinnerColumn,
+    TaskID,
+    TextColumn,
+    TimeElapsedColumn,
+)
 from rich.table import Table
 
 from ascend_serve.cli.console import (
@@ -34,29 +45,10 @@ from ascend_serve.cli.options import (
     ServingEnv,
     json_option,
 )
-from ascend_serve.node.vllm_log import PHASES_TOTAL, describe
-from ascend_serve.serving import launcher
-from ascend_serve.serving.fit import FitError
-from ascend_serve.serving.nodecheck import (
-    NO_SERVING_ENV,
-    Finding,
-    ascend_set_env,
-    fit_report,
-    node_findings,
-    read_env_fact,
-    serving_env,
-)
-from ascend_serve.serving.profiles import ProfileError, resolve_options
-from ascend_serve.serving.server import ServerError, ServerProcess, last_line, log_tail
-from ascend_serve.stack.matrix import MatrixError
-
-
-class _StopRequestedError(Exception):
-    """SIGTERM / SIGINT received while serving."""
-
-
-def _on_signal(signum: int, frame: FrameType | None) -> None:
-    raise _StopRequestedError(signal.Signals(signum).name)
+from ascend_serve.node.vllm_log import PHASES_TOTAL
+from ascend_serve.serving import launcher, service
+from ascend_serve.serving.nodecheck import Finding
+from ascend_serve.serving.server import log_tail
 
 
 def _findings_table(findings: list[Finding]) -> Table:
@@ -68,6 +60,65 @@ def _findings_table(findings: list[Finding]) -> Table:
         table.add_row(f.name, "[green]ok[/green]" if f.ok else "[red]FAIL[/red]",
                       escape(f.detail))
     return table
+
+
+class _Printer:
+    """What :func:`ascend_serve.serving.service.run` reports, on the terminal: a progress bar and
+    lines, or (``--json``) one JSON line per event."""
+
+    def __init__(self, as_json: bool) -> None:
+        self.as_json = as_json
+        self._progress: Progress | None = None
+        self._task: TaskID | None = None
+
+    def emit(self, event: str, **fields: Any) -> None:
+        if self.as_json:
+            typer.echo(json.dumps({"event": event, **fields}), nl=True)
+            sys.stdout.flush()
+
+    def started(self, pid: int, log: Path, command: str) -> None:
+        self.emit("started", pid=pid, log=str(log), command=command)
+        if not self.as_json:
+            err_console.print(f"started vLLM (pid {pid}), log {log}")
+
+    @contextmanager
+    def waiting(self, url: str, wait: float) -> Iterator[object]:
+        with Progress(SpinnerColumn(), TextColumn("[progress.description]{task.description}"),
+                      BarColumn(bar_width=12), TextColumn("{task.completed}/{task.total}"),
+                      TimeElapsedColumn(), console=err_console, transient=True,
+                      disable=self.as_json) as progress:
+            self._progress = progress
+            self._task = progress.add_task(f"waiting for {url}/health (up to {wait:.0f} s)",
+                                           total=PHASES_TOTAL)
+            try:
+                yield progress
+            finally:
+                self._progress, self._task = None, None
+
+    def phase(self, entry: dict[str, Any]) -> None:
+        self.emit("phase", phase=entry["phase"], title=entry["title"], index=entry["index"],
+                  total=PHASES_TOTAL, seconds=entry["seconds"], stamp=entry["stamp"],
+                  summary=entry["summary"])
+        if self._progress is not None and self._task is not None:
+            self._progress.update(self._task, completed=entry["index"] + 1)
+
+    def progress(self, where: str) -> None:
+        if self._progress is not None and self._task is not None:
+            self._progress.update(self._task, description=escape(where))
+
+    def ready(self, url: str, served_name: str, seconds: float, phases: dict[str, float],
+              facts: dict[str, Any]) -> None:
+        self.emit("ready", url=url, served_name=served_name, seconds=round(seconds, 1),
+                  phases=phases, facts=facts)
+        if not self.as_json:
+            console.print(f"serving {served_name} at {url} "
+                          f"(healthy after {seconds:.0f} s); Ctrl-C stops it")
+
+    def headless(self, rank: int, head: str | None) -> None:
+        self.emit("ready", role="headless", head=head)
+        if not self.as_json:
+            console.print(f"headless node {rank} running; the API is served by the "
+                          f"head node {head}. Ctrl-C stops it")
 
 
 def serve(
@@ -122,143 +173,53 @@ def serve(
     ``phase`` event per phase reached.
     """
     try:
-        profile = resolve_options(name, assignments or [], profile_files, host=host, port=port)
-    except ProfileError as exc:
+        plan = service.plan(name, model_dir=model_dir, assignments=assignments or [],
+                            profile_files=profile_files, host=host, port=port, venv=venv,
+                            node_rank=node_rank, head_address=head_address,
+                            env_files=env_files or [], set_env=set_env,
+                            api_key_file=api_key_file, run_dir=run_dir)
+    except service.ServeInputError as exc:
         raise fail(str(exc)) from exc
-    if node_rank >= profile.nodes:
-        raise fail(f"--node-rank {node_rank}: profile {name} runs on {profile.nodes} node(s)")
-    if profile.nodes > 1 and not head_address:
-        raise fail(f"profile {name} spans {profile.nodes} nodes: --head-address is required")
-    fact = read_env_fact()
-    env_dir = serving_env(venv, fact)
-    if env_dir is None:
-        raise fail(NO_SERVING_ENV)
-    model = (model_dir or launcher.DEFAULT_MODELS_DIR / profile.model.name).absolute()
-    state = (run_dir or launcher.default_state_dir(profile.name)).absolute()
-    scripts = list(set_env) if set_env is not None else (
-        ascend_set_env() if profile.device == "npu" else [])
-    api_key: str | None = None
-    if api_key_file is not None:
-        try:
-            api_key = api_key_file.read_text(encoding="utf-8").strip()
-        except OSError as exc:
-            raise fail(f"cannot read the API key file {api_key_file}: {exc.strerror}") from exc
-        if not api_key:
-            raise fail(f"the API key file {api_key_file} is empty")
-    try:
-        ctx = launcher.context(
-            profile, model_path=str(model), vllm=str(env_dir / "bin" / "vllm"),
-            state_dir=str(state), rank=node_rank, head_address=head_address, set_env=scripts,
-            env_files=[str(p) for p in env_files or []], rendered_by="ascend-serve serve",
-        )
-    except ProfileError as exc:
-        raise fail(str(exc)) from exc
-    script = launcher.render(ctx)
-    command = launcher.command_line(script)
 
     if dry_run:
         if as_json:
-            report = None
-            try:
-                report = fit_report(profile, model if model.is_dir() else None)
-            except FitError:
-                report = None
-            typer.echo(json.dumps({"profile": profile.as_dict(), "node": ctx["node"],
-                                   "command": command, "launcher": script,
-                                   "fit": report.model_dump() if report else None}, indent=2))
+            typer.echo(json.dumps(service.dry_run_report(plan), indent=2))
         else:
-            typer.echo(command)
+            typer.echo(plan.command)
             err_console.print(f"[dim]launcher ({launcher.LAUNCHER_TEMPLATE}):[/dim]")
-            err_console.print(escape(script), highlight=False)
+            err_console.print(escape(plan.script), highlight=False)
         raise typer.Exit(EXIT_OK)
 
-    def emit(event: str, **fields: Any) -> None:
-        if as_json:
-            typer.echo(json.dumps({"event": event, **fields}), nl=True)
-            sys.stdout.flush()
-
+    out = _Printer(as_json)
     if not skip_checks:
-        set_name = stack_set or (fact or {}).get("stack_set")
         try:
-            findings = node_findings(profile, model_dir=model, env_dir=env_dir, set_env=scripts,
-                                     stack_set=str(set_name) if set_name else None,
-                                     npu_smi=npu_smi, hashes=check_hashes)
-        except MatrixError as exc:
+            findings = service.check(plan, stack_set=stack_set, npu_smi=npu_smi,
+                                     hashes=check_hashes)
+        except service.ServeInputError as exc:
             raise fail(str(exc)) from exc
-        emit("checks", checks=[f.as_dict() for f in findings])
+        out.emit("checks", checks=[f.as_dict() for f in findings])
         if not as_json:
             err_console.print(_findings_table(findings))
         if not all(f.ok for f in findings):
             failed = ", ".join(f.name for f in findings if not f.ok)
             raise fail(f"node checks failed ({failed}): nothing was started", EXIT_CHECK_FAILED)
 
-    server = ServerProcess.in_run_dir(script, state, api_key)
-    log_path = server.log_path
-    url = launcher.health_url(profile)
-    wait = float(timeout or profile.health_timeout_s)
-
-    previous = {s: signal.signal(s, _on_signal) for s in (signal.SIGTERM, signal.SIGINT)}
-    try:
-        server.start()
-        emit("started", pid=server.pid, log=str(log_path), command=command)
-        if not as_json:
-            err_console.print(f"started vLLM (pid {server.pid}), log {log_path}")
-        if ctx["node"]["role"] == "head":
-            with Progress(SpinnerColumn(), TextColumn("[progress.description]{task.description}"),
-                          BarColumn(bar_width=12), TextColumn("{task.completed}/{task.total}"),
-                          TimeElapsedColumn(), console=err_console, transient=True,
-                          disable=as_json) as progress:
-                task = progress.add_task(f"waiting for {url}/health (up to {wait:.0f} s)",
-                                         total=PHASES_TOTAL)
-
-                def on_phase(entry: dict[str, Any]) -> None:
-                    emit("phase", phase=entry["phase"], title=entry["title"],
-                         index=entry["index"], total=PHASES_TOTAL, seconds=entry["seconds"],
-                         stamp=entry["stamp"], summary=entry["summary"])
-                    progress.update(task, completed=entry["index"] + 1)
-
-                def tick(elapsed: float) -> None:
-                    reading = server.follower.reading()
-                    where = (describe(reading) if reading["phase"] else
-                             f"waiting for {url}/health")
-                    if reading["progress"] is None:  # no bar of vLLM's: its last line
-                        where += f" · {last_line(log_path)[:60]}"
-                    progress.update(task, description=escape(where))
-
-                took = server.wait_healthy(f"{url}/health", wait, tick, on_phase=on_phase)
-            emit("ready", url=url, served_name=profile.model.served_name, seconds=round(took, 1),
-                 phases=server.follower.reached, facts=server.follower.reading()["facts"])
-            if not as_json:
-                console.print(f"serving {profile.model.served_name} at {url} "
-                              f"(healthy after {took:.0f} s); Ctrl-C stops it")
-        else:
-            emit("ready", role="headless", head=head_address)
-            if not as_json:
-                console.print(f"headless node {node_rank} running; the API is served by the "
-                              f"head node {head_address}. Ctrl-C stops it")
-        assert server.proc is not None
-        code = server.proc.wait()
-        emit("exited", status=code)
-        raise fail(f"vLLM exited with status {code}:\n{log_tail(log_path)}", EXIT_FAILED)
-    except ServerError as exc:
-        server.stop()
-        emit("failed", error=str(exc), log_tail=exc.log_tail, phase=exc.phase,
-             phase_seconds=exc.phase_seconds, cause=exc.cause, fix=exc.fix,
-             timed_out=exc.timed_out)
+    outcome = service.run(plan, float(timeout or plan.profile.health_timeout_s), out)
+    if outcome.kind == "exited":
+        out.emit("exited", status=outcome.status)
+        raise fail(f"vLLM exited with status {outcome.status}:\n{log_tail(outcome.log)}",
+                   EXIT_FAILED)
+    if outcome.kind == "failed":
+        error = outcome.error
+        assert error is not None
+        out.emit("failed", error=str(error), log_tail=error.log_tail, phase=error.phase,
+                 phase_seconds=error.phase_seconds, cause=error.cause, fix=error.fix,
+                 timed_out=error.timed_out)
         one_run = ("; for one run: --set health_timeout_s=SECONDS"
-                   if exc.timed_out and exc.phase != "ready" else "")
-        raise fail(f"{exc}{one_run}\nlast lines of {log_path}:\n{exc.log_tail}",
-                   EXIT_FAILED) from exc
-    except _StopRequestedError as stop:
-        status = server.stop()
-        left = server.group_alive()
-        emit("stopped", signal=str(stop), status=status, orphans=left)
-        if not as_json:
-            err_console.print(f"stopped vLLM ({stop}; exit status {status})")
-        raise typer.Exit(EXIT_FAILED if left else EXIT_OK) from None
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
-        if server.running():
-            server.stop()
-
+                   if error.timed_out and error.phase != "ready" else "")
+        raise fail(f"{error}{one_run}\nlast lines of {outcome.log}:\n{error.log_tail}",
+                   EXIT_FAILED)
+    out.emit("stopped", signal=outcome.signal, status=outcome.status, orphans=outcome.orphans)
+    if not as_json:
+        err_console.print(f"stopped vLLM ({outcome.signal}; exit status {outcome.status})")
+    raise typer.Exit(EXIT_FAILED if outcome.orphans else EXIT_OK)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 from datetime import datetime, timezone
 from pathlib import Path
@@ -51,6 +52,7 @@ from ascend_serve.cli.options import (
     Telemetry,
     Warmup,
     int_list,
+    json_option,
 )
 from ascend_serve.serving.launcher import DEFAULT_MODELS_DIR
 from ascend_serve.serving.nodecheck import NO_SERVING_ENV, read_env_fact, serving_env
@@ -115,6 +117,9 @@ def tune(
     out: Annotated[Path | None, typer.Option(
         help="Report directory (default ./tune-<profile>-<UTC time>).")] = None,
     timeout: HealthTimeout = None,
+    as_json: Annotated[bool, json_option(
+        "Print tune.json (every trial and the winner) and the written files' paths instead "
+        "of the table.")] = False,
 ) -> None:
     """Find the batch settings with the highest throughput that meets an SLO, by experiment.
 
@@ -192,12 +197,18 @@ def tune(
     tuned = tuned_profile(files, name, kept, winner) if winner is not None else None
     paths = write_outputs(out_dir, name=name, trials=trials, winner=winner, objective=objective,
                           slo=target.name, tuned=tuned)
-    console.print(_table(trials, winner, objective))
-    for kind, path in paths.items():
-        console.print(f"{kind}: {path}")
+    if as_json:
+        report = json.loads(paths["json"].read_text(encoding="utf-8"))
+        typer.echo(json.dumps({**report, "files": {k: str(v) for k, v in paths.items()}},
+                              indent=2))
+    else:
+        console.print(_table(trials, winner, objective))
+        for kind, path in paths.items():
+            console.print(f"{kind}: {path}")
+        if winner is not None:
+            console.print(f"winner: {winner.setting.label} at concurrency {winner.concurrency} "
+                          f"(use: --profiles {paths['profile']} {name}-tuned)")
     if winner is not None:
-        console.print(f"winner: {winner.setting.label} at concurrency {winner.concurrency} "
-                      f"(use: --profiles {paths['profile']} {name}-tuned)")
         raise typer.Exit(EXIT_OK)
     if not any(t.ok for t in trials):
         raise fail("no setting could be measured (see the notes above)", EXIT_FAILED)

@@ -18,7 +18,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ascend_serve.fleet.deploy import DeployRequest, DeployResult, run
+from ascend_serve.fleet.deploy import DeployResult, run
+from ascend_serve.fleet.request import DeployRequest
 
 FACTS_TASK = "Read the roles' local facts"
 UNIT_TASK = "Read the state of the vLLM unit"

@@ -43,6 +43,11 @@ RESERVED_FLAGS: dict[str, str] = {
     "tool-call-parser": "tool_call_parser",
     "api-key": "the API key file (VLLM_API_KEY in the environment, never on the command line)",
 }
+# vLLM flags that take a count of tokens or sequences: a whole number of at least 1 (vLLM's
+# ModelConfig.max_model_len and SchedulerConfig.max_num_seqs / max_num_batched_tokens are ints;
+# vllm-project/vllm vllm/config/model.py, vllm/config/scheduler.py). The memory fit reads
+# max-model-len as a number too (Profile.max_model_len).
+POSITIVE_INT_FLAGS = ("max-model-len", "max-num-seqs", "max-num-batched-tokens")
 _NAME = re.compile(r"^[a-z0-9][a-z0-9._-]*$")
 _FLAG = re.compile(r"^[a-z0-9][a-z0-9-]*$")
 _ENV = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -154,6 +159,11 @@ class Profile(BaseModel):
                     f"vllm flag {key!r}: write flags without dashes, e.g. max-model-len")
             if flag in RESERVED_FLAGS:
                 raise ValueError(f"vllm flag {flag!r} is set through {RESERVED_FLAGS[flag]}")
+            item = value[key]
+            if flag in POSITIVE_INT_FLAGS and (
+                    isinstance(item, bool) or not isinstance(item, int) or item < 1):
+                raise ValueError(f"vllm flag {flag!r} must be a whole number of at least 1, "
+                                 f"not {item!r}")
         return value
 
     @model_validator(mode="after")
