@@ -6,7 +6,8 @@
   python -m ascend_sim fault DIR installer_crash driver [--times N]
   python -m ascend_sim health DIR NPU STATE
   python -m ascend_sim link DIR DEVICE DOWN|UP     (a device NIC link fault; UP clears it)
-  python -m ascend_sim packages OUT --driver V --firmware V [--cann V] [--chip 910b] [--arch A]
+  python -m ascend_sim packages OUT (--set NAME | --driver V --firmware V) [--cann V] [--chip 910b]
+                                [--arch A]   (--set: driver, firmware and CANN from the matrix)
   python -m ascend_sim miniconda OUT [--arch A] [--vars-file F]   (the Miniconda test double)
 """
 
@@ -117,8 +118,11 @@ def build_packages(args: argparse.Namespace) -> dict[str, str]:
 
         chosen = resolve(load_matrix(), args.set)
         args.driver, args.cann = args.driver or chosen.hdk, args.cann or chosen.cann
+        args.firmware = args.firmware or chosen.firmware
     if not args.driver:
         raise SystemExit("packages needs --driver or --set")
+    if not args.firmware:
+        raise SystemExit("packages needs --firmware, or a --set whose firmware the matrix names")
     pkgs = [
         Package("driver", args.driver, args.chip, args.arch),
         Package("firmware", args.firmware, args.chip, args.arch, hdk=args.driver),
@@ -177,9 +181,10 @@ def main(argv: list[str] | None = None) -> int:
 
     pkg_p = sub.add_parser("packages", help="build vendor installers; prints name -> sha256")
     pkg_p.add_argument("out")
-    pkg_p.add_argument("--set", help="take driver and CANN versions from this matrix set")
+    pkg_p.add_argument("--set", help="take driver, firmware and CANN versions from this "
+                       "matrix set")
     pkg_p.add_argument("--driver")
-    pkg_p.add_argument("--firmware", required=True)
+    pkg_p.add_argument("--firmware", help="firmware version (default: the --set's)")
     pkg_p.add_argument("--cann")
     pkg_p.add_argument("--chip", default="910b")
     pkg_p.add_argument("--arch", default=os.uname().machine)

@@ -6,8 +6,10 @@ installs, as far as the python_env role uses them:
 - installer: ``-b`` (batch: no license prompt, no shell-profile changes), ``-p PREFIX`` (default
   ``$HOME/miniconda3``), ``-u`` (update an existing prefix), ``-h``; an existing prefix without
   ``-u`` is refused with Miniconda's message; without ``-b`` the license prompt needs "yes".
-- ``conda --version``; ``conda create [-y|--yes] (-p|--prefix) ENV python=X.Y`` (an existing
-  environment is replaced, as conda does after its confirmation); ``conda info --json``.
+- ``conda --version``; ``conda create [-y|--yes] (-p|--prefix) ENV [--override-channels]
+  [(-c|--channel) CHANNEL ...] python=X.Y`` (an existing environment is replaced, as conda does
+  after its confirmation; the channels are reported as conda prints them, the Python still comes
+  from the node); ``conda info --json``.
 
 What it cannot do: provide any Python other than the node's system Python. Asking for another
 version fails like conda does when a channel lacks the package (PackagesNotFoundError). The base
@@ -41,6 +43,8 @@ def system_python():
 def create(args):
     prefix = None
     specs = []
+    channels = []
+    override = False
     yes = False
     i = 0
     while i < len(args):
@@ -49,7 +53,13 @@ def create(args):
             prefix = args[i + 1]
             i += 2
             continue
-        if arg in ("-y", "--yes"):
+        if arg in ("-c", "--channel"):
+            channels.append(args[i + 1])
+            i += 2
+            continue
+        if arg == "--override-channels":
+            override = True
+        elif arg in ("-y", "--yes"):
             yes = True
         elif arg.startswith("-"):
             sys.stderr.write("conda create: unsupported option %s\n" % arg)
@@ -77,12 +87,18 @@ def create(args):
             sys.stderr.write("CondaSystemExit: %s exists; confirm with --yes\n" % prefix)
             return 1
         shutil.rmtree(prefix)
-    sys.stdout.write("Channels:\n - defaults\nPlatform: linux-%s\nCollecting package metadata "
-                     "(repodata.json): done\nSolving environment: done\n\n" % os.uname().machine)
+    if override and not channels:
+        sys.stderr.write("CondaValueError: --override-channels needs at least one --channel\n")
+        return 1
+    used = channels + ([] if override else ["defaults"])
+    sys.stdout.write("Channels:\n%s\nPlatform: linux-%s\nCollecting package metadata "
+                     "(repodata.json): done\nSolving environment: done\n\n"
+                     % ("\n".join(" - " + c for c in used), os.uname().machine))
     subprocess.check_call([sys.executable, "-m", "venv", prefix])
     os.makedirs(os.path.join(prefix, "conda-meta"), exist_ok=True)
     with open(os.path.join(prefix, "conda-meta", "history"), "w") as handle:
-        handle.write("# cmd: conda create --prefix %s python=%s\n" % (prefix, wanted))
+        handle.write("# cmd: conda create --prefix %s%s python=%s\n" % (
+            prefix, "".join(" --channel " + c for c in channels), wanted))
     sys.stdout.write(
         "Preparing transaction: done\nVerifying transaction: done\nExecuting transaction: done\n"
         "#\n# To activate this environment, use\n#\n#     $ conda activate %s\n#\n" % prefix

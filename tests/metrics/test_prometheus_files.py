@@ -5,7 +5,8 @@
 
 The files are rendered once per session by ``ansible-playbook`` of
 ``ascend_serve.fleet.monitoring`` with the tag ``prometheus`` (only the controller's play runs;
-no node is contacted) over a two-host inventory, one host on IPv6 with a port of its own.
+no node is contacted) over a three-host inventory: a two-node profile (node01 its head, node02
+its headless node, on IPv6 with ports of its own) and a one-node profile (node03).
 """
 
 from __future__ import annotations
@@ -24,11 +25,19 @@ HERE = Path(__file__).resolve().parent
 ALERTS = {"AscendNpuChipUnhealthy", "AscendNpuHbmNearFull", "AscendNpuLinkDown",
           "AscendNpuNetworkUnhealthy", "AscendNpuMetricsFailing", "AscendNpuMetricsStale",
           "AscendNodeExporterDown", "VllmDown", "VllmTtftP99OverSlo"}
-INVENTORY = {"all": {"children": {"ascend_nodes": {"hosts": {
-    "node01": {"ansible_host": "192.0.2.11"},
-    "node02": {"ansible_host": "2001:db8::12", "npu_metrics_vllm_port": 8080,
-               "npu_metrics_node_exporter_port": 9200},
-}}}}}
+INVENTORY = {"all": {"children": {"ascend_nodes": {
+    "children": {"pair": {
+        "hosts": {
+            "node01": {"ansible_host": "192.0.2.11"},
+            "node02": {"ansible_host": "2001:db8::12", "npu_metrics_vllm_port": 8080,
+                       "npu_metrics_node_exporter_port": 9200},
+        },
+        # vllm_service places the first host of its nodes group as the head.
+        "vars": {"vllm_service_profile": "deepseek-r1-w8a8-2xa2",
+                 "vllm_service_nodes_group": "pair"}}},
+    "hosts": {"node03": {"ansible_host": "192.0.2.13",
+                         "vllm_service_profile": "deepseek-r1-distill-qwen-7b"}},
+}}}}
 
 
 def promtool() -> str:
@@ -78,12 +87,16 @@ def test_scrape_jobs_cover_every_host(rendered: Path) -> None:
     config = load(rendered / "prometheus.yml")
     jobs = {job["job_name"]: job for job in config["scrape_configs"]}
     assert set(jobs) == {"ascend-node", "vllm"}
-    targets = {job: [(s["targets"], s["labels"]) for s in jobs[job]["static_configs"]]
-               for job in jobs}
-    assert targets["ascend-node"] == [(["192.0.2.11:9100"], {"node": "node01"}),
-                                      (["[2001:db8::12]:9200"], {"node": "node02"})]
-    assert targets["vllm"] == [(["192.0.2.11:8000"], {"node": "node01"}),
-                               (["[2001:db8::12]:8080"], {"node": "node02"})]
+    targets = {job: sorted((s["labels"]["node"], s["targets"], s["labels"])
+                           for s in jobs[job]["static_configs"]) for job in jobs}
+    assert targets["ascend-node"] == [
+        ("node01", ["192.0.2.11:9100"], {"node": "node01", "role": "head"}),
+        ("node02", ["[2001:db8::12]:9200"], {"node": "node02", "role": "headless"}),
+        ("node03", ["192.0.2.13:9100"], {"node": "node03", "role": "single"})]
+    # The headless node serves no API (vllm serve --headless): not a vLLM target.
+    assert targets["vllm"] == [
+        ("node01", ["192.0.2.11:8000"], {"node": "node01", "role": "head"}),
+        ("node03", ["192.0.2.13:8000"], {"node": "node03", "role": "single"})]
     assert jobs["vllm"]["metrics_path"] == "/metrics"
     assert jobs["vllm"]["authorization"]["type"] == "Bearer"
     assert jobs["vllm"]["authorization"]["credentials_file"].endswith("/vllm.key")
@@ -106,6 +119,12 @@ def test_every_alert_has_a_unit_test_that_passes(rendered: Path) -> None:
     assert firing == ALERTS
     assert {"AscendNpuHbmNearFull", "AscendNpuLinkDown", "VllmDown",
             "VllmTtftP99OverSlo"} <= silent
+    # VllmDown: a head down fires, a headless node's failed scrape never does.
+    headless = [case for test in tests for case in test["alert_rule_test"]
+                if case["alertname"] == "VllmDown" and not case["exp_alerts"]
+                and any('role="headless"' in series["series"] and "job=\"vllm\"" in series["series"]
+                        for series in test["input_series"])]
+    assert headless
 
     shutil.copy(HERE / "alerts.test.yml", rendered / "alerts.test.yml")
     proc = run_promtool("test", "rules", "alerts.test.yml", cwd=rendered)

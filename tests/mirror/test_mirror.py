@@ -88,10 +88,11 @@ def test_list_prod_inventory() -> None:
         assert vendor[name]["sha256"] is None
         assert any(p.startswith(name) for p in listed["problems"])
     assert result.exit_code == 1
-    # The locked wheels of the set on the inventory's Python (3.11) and aarch64: one entry each.
-    wheels = {f"{a['name']}=={a['version']}" for a in listed["artifacts"] if a["kind"] == "wheel"}
-    assert wheels == lock_requirements(SET, "py3.11-aarch64")
-    assert all(a["accepted"] for a in listed["artifacts"] if a["kind"] == "wheel")
+    # The example serves from the vllm-ascend image: no wheels (the image brings them), the
+    # image by its tag, listed unpinned until `mirror push --write-vars` writes its digest.
+    assert not [a for a in listed["artifacts"] if a["kind"] == "wheel"]
+    (image,) = [a for a in listed["artifacts"] if a["kind"] == "image"]
+    assert image["version"] == "v0.13.0" and image["sha256"] is None
     # dnf repositories configured: os_base's RedHat-family list, resolved at fetch.
     os_names = [a["name"] for a in listed["artifacts"] if a["kind"] == "os"]
     assert set(family_packages("RedHat")) <= set(os_names)
@@ -100,7 +101,17 @@ def test_list_prod_inventory() -> None:
     models = [a for a in listed["artifacts"] if a["kind"] == "model"]
     assert [m["path"] for m in models] == ["models/DeepSeek-R1-W8A8/ascend-serve-manifest.json"]
     assert "does not exist" in models[0]["note"]
-    assert not [a for a in listed["artifacts"] if a["kind"] == "image"]
+
+
+def test_list_prod_ubuntu_inventory_wheels() -> None:
+    """A venv host (inventories/prod-ubuntu) needs the set's locked wheels, for every Python
+    the set allows when the inventory names none (its system Python decides on the host)."""
+    listed = json.loads(invoke("list", "-i", str(ROOT / "inventories" / "prod-ubuntu"),
+                               "--json", "--kind", "wheel").stdout)
+    wheels = {f"{a['name']}=={a['version']}" for a in listed["artifacts"] if a["kind"] == "wheel"}
+    assert lock_requirements(SET, "py3.10-aarch64") <= wheels
+    assert lock_requirements(SET, "py3.11-aarch64") <= wheels
+    assert all(a["accepted"] for a in listed["artifacts"] if a["kind"] == "wheel")
 
 
 def test_list_local_inventory_pins_and_table() -> None:
@@ -255,8 +266,12 @@ def test_fetch_verify_and_point_the_inventory(site: dict[str, Path], locks: Path
     verified = invoke("verify", "--bundle", str(bundle), "-i", str(site["inventory"]),
                       "--arch", "x86_64")
     assert verified.exit_code == 0, verified.output
-    # The vars file, read by Ansible with the inventory, points the roles at the bundle.
+    # The vars file, read by Ansible with the inventory, points the roles at the bundle, and
+    # every variable of main.yml that it does not set still reaches the host as it was.
     (host,) = read_hosts(site["inventory"])
+    main = yaml.safe_load((site["inventory"] / "group_vars/ascend_nodes/main.yml").read_text())
+    kept = {name: value for name, value in main.items() if name not in report["vars"]}
+    assert kept and {name: host.variables.get(name) for name in kept} == kept
     for role in ("npu_driver", "cann"):
         directory = Path(host.get(f"{role}_artifact_dir"))
         assert directory == (bundle / "vendor").resolve()

@@ -128,7 +128,9 @@ def upstream_image(registries: dict[str, str], tmp_path_factory: pytest.TempPath
 def _inventory(tmp_path: Path, image: str) -> Path:
     inventory = tmp_path / "prod"
     shutil.copytree(ROOT / "inventories" / "prod", inventory)
-    (inventory / "group_vars" / "all.yml").write_text(yaml.safe_dump(
+    # Beside the example's own group files (group_vars/ascend_nodes/ is a directory): a file of
+    # group ``all`` would lose to the example's ascend_nodes image.
+    (inventory / "group_vars" / "ascend_nodes" / "zz-image.yml").write_text(yaml.safe_dump(
         {"vllm_service_runtime": "container", "vllm_service_image": image}))
     return inventory
 

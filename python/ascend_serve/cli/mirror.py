@@ -38,7 +38,14 @@ from ascend_serve.mirror.plan import (
     build_plan,
     read_pins,
 )
-from ascend_serve.mirror.pointing import write_image_var, write_vars
+from ascend_serve.mirror.pointing import (
+    FETCH_MARK,
+    PUSH_MARK,
+    VarsLayoutError,
+    check_vars_path,
+    write_image_var,
+    write_vars,
+)
 
 mirror_app = typer.Typer(
     help="The air-gapped bundle: every artifact an inventory needs (vendor installers, locked "
@@ -79,6 +86,17 @@ def _plan(inventory: Path, limit: str | None, arch: list[str] | None,
     try:
         return build_plan(inventory, limit=limit, arch=arch, os_family=os_family)
     except PlanError as exc:
+        raise fail(str(exc)) from exc
+
+
+def _check_vars_path(path: Path | None, mark: str) -> None:
+    """Refuse, before anything is fetched or pushed, a --write-vars file whose variables
+    Ansible would not read or that would hide or replace the inventory's own (exit 2)."""
+    if path is None:
+        return
+    try:
+        check_vars_path(path, mark)
+    except VarsLayoutError as exc:
         raise fail(str(exc)) from exc
 
 
@@ -153,7 +171,10 @@ def fetch_command(
         "--pins", help="sha256 of installers the inventory does not pin yet (a vars file "
         "or a sha256sum listing); a pin that differs from the inventory's is an error.")] = None,
     write_vars_to: Annotated[Path | None, typer.Option(
-        "--write-vars", help="Write a group_vars file pointing the roles at the bundle.")] = None,
+        "--write-vars", help="Write a group_vars file pointing the roles at the bundle "
+        "(a file of its own, e.g. group_vars/ascend_nodes/zz-bundle.yml; refused, before "
+        "anything is fetched, where Ansible would ignore it or the group's own file).")
+    ] = None,
     host_path: Annotated[str | None, typer.Option(
         "--host-path", help="Where the hosts see the bundle (a mount), for --write-vars.")] = None,
     base_url: Annotated[str | None, typer.Option(
@@ -166,6 +187,7 @@ def fetch_command(
     with skopeo); all or nothing (exit 1: a checksum mismatch, 2: an artifact not pinned,
     3: one not found)."""
     kinds = _kinds(kind, FETCH_DEFAULT_KINDS)
+    _check_vars_path(write_vars_to, FETCH_MARK)
     plan = _plan(inventory, limit, arch, os_family)
     _apply_pins(plan, pins or [])
     if plan.problems(kinds):
@@ -188,8 +210,11 @@ def fetch_command(
         raise fail(str(exc) if code == 2 else f"nothing fetched: {exc}", code) from exc
     pointed = None
     if write_vars_to is not None:
-        pointed = write_vars(write_vars_to, bundle, read_manifest(bundle), host_path=host_path,
-                             base_url=base_url)
+        try:
+            pointed = write_vars(write_vars_to, bundle, read_manifest(bundle),
+                                 host_path=host_path, base_url=base_url)
+        except VarsLayoutError as exc:  # the layout changed while fetching
+            raise fail(str(exc)) from exc
     if as_json:
         typer.echo(json.dumps({"bundle": str(bundle), "copied": result.copied,
                                "reused": result.reused,
@@ -256,6 +281,7 @@ def push_command(
     """Copy the bundle's images into the site registry with their digests unchanged (skopeo),
     so the hosts' pins stay valid there; exit 1 when an image is not intact, 3 when the
     registry refuses."""
+    _check_vars_path(write_vars_to, PUSH_MARK)
     try:
         held = [f for f in read_manifest(bundle).files
                 if f.kind == "image" and f.path.endswith("/" + images.MANIFEST_FILE)]
@@ -278,7 +304,10 @@ def push_command(
         except images.ImageError as exc:
             raise fail(str(exc), EXIT_FAILED) from exc
     if write_vars_to is not None:
-        write_image_var(write_vars_to, pushed[0])
+        try:
+            write_image_var(write_vars_to, pushed[0])
+        except VarsLayoutError as exc:  # the layout changed while pushing
+            raise fail(str(exc)) from exc
     if as_json:
         typer.echo(json.dumps({"registry": registry, "images": pushed,
                                "vars_file": str(write_vars_to) if write_vars_to else None},

@@ -6,7 +6,8 @@ Derived from each host's resolved variables (:mod:`.inventory`), as the roles co
   when ``cann_nnal``), the file names of the roles' defaults (their vendor sources are cited
   there), the sha256 from ``npu_driver_sha256`` / ``cann_sha256`` (the roles refuse a file that
   is not pinned);
-- wheels: every distribution of the serving environment's lock
+- wheels (not for hosts with ``vllm_service_runtime: container``, whose image brings them):
+  every distribution of the serving environment's lock
   (``data/locks/<set>/py<X.Y>-<arch>/``, stage files with ``--hash=sha256:`` lines, the target
   ``python_env`` installs: ``python_env_python_version`` or, when empty, every Python the set
   allows), each with the hashes the lock accepts;
@@ -202,7 +203,9 @@ def _vendor(host: HostVars, arches: list[str], stack: Any) -> list[Artifact]:
             out.append(Artifact(kind="vendor", name=name, component=component,
                                 version=str(stack.cann if role == "cann" else
                                             (stack.hdk if component == "driver"
-                                             else host.get("npu_driver_firmware_version", ""))),
+                                             else host.with_vars(
+                                                 ascend_stack_resolved=stack.as_facts()).get(
+                                                 "npu_driver_firmware_version", ""))),
                                 path=f"vendor/{name}",
                                 sha256=str(sha) if sha and not note else None,
                                 pin=f"{role}_sha256", note=note, hosts=[host.name]))
@@ -399,8 +402,11 @@ def build_plan(inventory: Path, *, limit: str | None = None, arch: list[str] | N
             stack = stack_of(host, matrix)
             arches = _arches(host, arch, stack.as_facts())
             found += _vendor(host, arches, stack)
-            found += _wheels(host, arches, matrix, stack, lock_root or default_lock_root(),
-                             issues)
+            # A host that serves in a container installs no wheels (site.yml leaves python_env
+            # out there): the image brings them.
+            if host.get("vllm_service_runtime", "venv") != "container":
+                found += _wheels(host, arches, matrix, stack, lock_root or default_lock_root(),
+                                 issues)
             found += _os_packages(host, _os_family(host, os_family))
             found += _models(host, issues)
             found += _images(host, issues)

@@ -11,8 +11,12 @@ tensor-parallel size, W8A8 quantization or a shorter ``max_model_len`` that woul
 
 Assumptions (an estimate, not a profiler; all sizes in GiB = 2**30 bytes):
 
-* HBM per chip: Atlas A2 910B 64 GiB (8 chips a node), 910B4 32 GiB, Atlas A3 910C 64 GiB per
-  chip (16 chips a node). Huawei writes "64 GB"; it is treated as GiB here.
+* HBM per chip: what the node's chips report, where the caller read it (``hbm_gib``, from the
+  ``HBM-Usage(MB)`` total of ``npu-smi info``; :data:`HBM_GIB` is only the nominal value of the
+  profile's chip, for an estimate without a node: Atlas A2 910B 64 GiB (8 chips a node), 910B4
+  32 GiB, Atlas A3 910C 64 GiB per chip (16 chips a node). npu-smi prints 65536 MB for 910B3 and
+  A3 chips and 32768 MB for 910B4 (corpus npu-smi: a2-910b3-24.1.rc1-procs-java,
+  a3-25.0.rc1-16chip, a2-910b4-25.0.rc1.1-8card), so "64 GB" is 64 GiB.
 * vLLM may use ``hbm × gpu_memory_utilization`` of a chip (the *budget*). Out of it come the
   weights, a fixed ``overhead_gib`` allowance for activations, workspaces, HCCL buffers and the
   graph pool (3 GiB by default; vLLM measures this with a profiling run, it is not computed from
@@ -415,6 +419,9 @@ class FitReport(BaseModel):
     model_type: str
     chip: str
     hbm_gib: float
+    hbm_source: str = "nominal"
+    """Where ``hbm_gib`` comes from: ``nominal`` (the chip's :data:`HBM_GIB`) or what the caller
+    named (``npu-smi on <host>``, a CPU profile's ``memory_gib``)."""
     gpu_memory_utilization: float
     budget_gib: float
     params_total: int
@@ -504,7 +511,9 @@ class ProfileSizes(_RequiredSizes, total=False):
     * ``kv_dtype``: ``bf16`` (default), ``fp16``, ``fp32`` or ``int8``.
     * ``max_model_len``, ``max_num_seqs``, ``gpu_memory_utilization`` (default 0.9): vLLM's
       arguments.
-    * ``hbm_gib``: memory of one device in GiB; defaults to the chip's HBM.
+    * ``hbm_gib``: memory of one device in GiB, as the node reports it; defaults to the chip's
+      nominal HBM (:data:`HBM_GIB`).
+    * ``hbm_source``: where ``hbm_gib`` was read (``npu-smi on node-a``), named in the reason.
     * ``overhead_gib``: allowance for activations and workspaces per chip (an assumption; default
       3.0).
     * ``chips``: chips available in total (defaults to ``tp × dp``); bounds :func:`suggest`.
@@ -516,6 +525,7 @@ class ProfileSizes(_RequiredSizes, total=False):
     kv_dtype: str
     gpu_memory_utilization: float
     hbm_gib: float | None
+    hbm_source: str | None
     overhead_gib: float
     chips: int | None
 
@@ -533,6 +543,7 @@ def _evaluate(
     max_num_seqs: int,
     gpu_memory_utilization: float = 0.9,
     hbm_gib: float | None = None,
+    hbm_source: str | None = None,
     overhead_gib: float = 3.0,
     chips: int | None = None,
 ) -> _Verdict:
@@ -568,7 +579,9 @@ def _evaluate(
     available = needed if chips is None else chips
     heads = _int(config, "num_attention_heads")
     device = _device(chip)
-    budget_text = f"the {budget:.2f} GiB budget ({hbm:g} GiB × {gpu_memory_utilization:g})"
+    source = (hbm_source or "given") if hbm_gib is not None else "nominal"
+    budget_text = f"the {budget:.2f} GiB budget ({hbm:g} GiB × {gpu_memory_utilization:g}"
+    budget_text += ")" if source in ("given", "nominal") else f"; HBM per chip from {source})"
 
     problem: str | None
     note = None
@@ -600,6 +613,7 @@ def _evaluate(
 
     report = FitReport(
         fits=problem is None, model_type=counts.model_type, chip=chip, hbm_gib=round(hbm, 2),
+        hbm_source=source,
         gpu_memory_utilization=gpu_memory_utilization, budget_gib=round(budget, 2),
         params_total=counts.total, weights_gib_per_chip=round(weights, 2),
         overhead_gib=round(overhead_gib, 2), kv_bytes_per_token=kv_token,

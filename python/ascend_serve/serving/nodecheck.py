@@ -13,11 +13,13 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from ascend_serve.node.npu_smi import hbm_total_mb
 from ascend_serve.serving.fit import FitError, FitReport, NotEstimableError, estimate
 from ascend_serve.serving.manifest import ManifestError, load, verify
 from ascend_serve.serving.profiles import Profile, set_problems
 from ascend_serve.stack.matrix import Matrix, StackSet, load_matrix, resolve
 from ascend_serve.stack.npusmi import (
+    Chip,
     NpuSmiParseError,
     NpuSmiRunError,
     locate,
@@ -78,17 +80,33 @@ NO_SERVING_ENV = ("no serving environment: pass --venv (the python_env role reco
                   "/etc/ansible/facts.d/ascend_python_env.fact)")
 
 
-def check_npus(profile: Profile, npu_smi: str | None) -> Finding:
-    """Enough chips for the profile's layout, and every chip healthy."""
+def read_chips(npu_smi: str | None) -> list[Chip] | str:
+    """The chips ``npu-smi info`` lists, or why they cannot be read."""
     tool = locate(npu_smi)
     if tool is None:
-        return Finding("npus", False, "npu-smi not found: is the NPU driver installed?")
+        return "npu-smi not found: is the NPU driver installed?"
     try:
-        chips = parse_info(query_info(tool))
+        return parse_info(query_info(tool))
     except NpuSmiRunError as exc:
-        return Finding("npus", False, str(exc))
+        return str(exc)
     except NpuSmiParseError as exc:
-        return Finding("npus", False, f"cannot read npu-smi info: {exc}")
+        return f"cannot read npu-smi info: {exc}"
+
+
+def hbm_gib(chips: list[Chip]) -> float | None:
+    """The HBM of one chip in GiB as npu-smi prints it (the smallest over the chips), or None
+    where no chip prints an HBM total. npu-smi's MB are MiB: 65536 MB a 64 GB chip."""
+    total = hbm_total_mb([c.model_dump() for c in chips])
+    return None if total is None else total / 1024
+
+
+def check_npus(profile: Profile, npu_smi: str | None,
+               chips: list[Chip] | str | None = None) -> Finding:
+    """Enough chips for the profile's layout, and every chip healthy (``chips``: as
+    :func:`read_chips` returned them, else read here)."""
+    chips = read_chips(npu_smi) if chips is None else chips
+    if isinstance(chips, str):
+        return Finding("npus", False, chips)
     bad = [c for c in chips if c.health != "OK"]
     if bad:
         listed = ", ".join(f"NPU {c.npu} chip {c.chip} {c.health}" for c in bad)
@@ -192,8 +210,14 @@ def model_config(profile: Profile, model_dir: Path | None) -> dict[str, Any] | N
     return profile.model.config
 
 
-def fit_report(profile: Profile, model_dir: Path | None) -> FitReport | None:
-    """The memory estimate per chip, or None when no config.json is known for the model."""
+def fit_report(profile: Profile, model_dir: Path | None, hbm: float | None = None,
+               hbm_source: str | None = None) -> FitReport | None:
+    """The memory estimate per chip, or None when no config.json is known for the model.
+
+    ``hbm``: the HBM of one of the node's chips in GiB, as npu-smi reports it (``hbm_source``
+    says where it was read); None estimates against the profile chip's nominal HBM, for a
+    node whose chips cannot be read yet (no driver). Ignored for CPU profiles (their
+    ``memory_gib``)."""
     config = model_config(profile, model_dir)
     if config is None:
         return None
@@ -201,7 +225,10 @@ def fit_report(profile: Profile, model_dir: Path | None) -> FitReport | None:
     kwargs: dict[str, Any] = {}
     if profile.device == "cpu":
         # vLLM's CPU build: no device workspace, a smaller allowance for activations.
-        kwargs.update(hbm_gib=profile.memory_gib, overhead_gib=0.5)
+        kwargs.update(hbm_gib=profile.memory_gib, hbm_source="the profile's memory_gib",
+                      overhead_gib=0.5)
+    elif hbm is not None:
+        kwargs.update(hbm_gib=hbm, hbm_source=hbm_source or "npu-smi")
     return estimate(
         config,
         chip=profile.chip,
@@ -218,9 +245,10 @@ def fit_report(profile: Profile, model_dir: Path | None) -> FitReport | None:
     )
 
 
-def check_fit(profile: Profile, model_dir: Path | None) -> Finding:
+def check_fit(profile: Profile, model_dir: Path | None, hbm: float | None = None) -> Finding:
+    """The memory fit against ``hbm`` GiB per chip (npu-smi), else the chip's nominal HBM."""
     try:
-        report = fit_report(profile, model_dir)
+        report = fit_report(profile, model_dir, hbm)
     except NotEstimableError as exc:
         return Finding("fit", True, str(exc))
     except FitError as exc:
@@ -243,9 +271,14 @@ def node_findings(profile: Profile, *, model_dir: Path, env_dir: Path, set_env: 
     (a failed finding without one). Raises :class:`~ascend_serve.stack.matrix.MatrixError`
     when the matrix cannot be read or has no such set."""
     staged = model_dir if model_dir.is_dir() else None
-    findings = [check_fit(profile, staged), check_model(model_dir, hashes=hashes)]
     if profile.device == "npu":
-        findings += [check_npus(profile, npu_smi), check_set_env(set_env)]
+        # One npu-smi read: the chips' health and count, and their HBM for the fit.
+        chips = read_chips(npu_smi)
+        hbm = None if isinstance(chips, str) else hbm_gib(chips)
+        findings = [check_fit(profile, staged, hbm), check_model(model_dir, hashes=hashes),
+                    check_npus(profile, npu_smi, chips), check_set_env(set_env)]
+    else:
+        findings = [check_fit(profile, staged), check_model(model_dir, hashes=hashes)]
     if stack_set:
         matrix = load_matrix()
         stack = resolve(matrix, stack_set)

@@ -25,8 +25,8 @@ from pydantic import (
 
 from ascend_serve.resources import data_path
 
-COMPONENTS = ("vllm_ascend", "vllm", "cann", "torch", "torch_npu", "hdk")
-# Components only an Ascend set has.
+COMPONENTS = ("vllm_ascend", "vllm", "cann", "torch", "torch_npu", "hdk", "firmware")
+# Components only an Ascend set has (firmware may be unresolved: its source then says why).
 NPU_COMPONENTS = ("vllm_ascend", "cann", "torch_npu", "hdk")
 CHIPS = ("910B", "910C")
 
@@ -69,6 +69,10 @@ class StackSet(BaseModel):
     # last field ("25.5" accepts 25.5.0, 25.5.1, a hot patch of them): any of them is accepted.
     hdk: str | None = None
     hdk_supported: list[str] = Field(default_factory=list)
+    # The NPU firmware of that HDK release (its installer's file name carries it:
+    # Ascend-hdk-910b-npu-firmware_<firmware>.run); npu_driver installs it. None: no primary
+    # source gave it; ``sources.firmware`` says so and the inventory sets it.
+    firmware: str | None = None
     chips: list[str] = Field(default_factory=list)
     # Architectures the set is locked for; an ascend set: aarch64 (Kunpeng).
     architectures: list[str] = Field(default_factory=list)
@@ -88,7 +92,8 @@ class StackSet(BaseModel):
     # repository + path + tag.
     sources: dict[str, str | list[str]] = Field(default_factory=dict)
 
-    @field_validator("vllm_ascend", "vllm", "cann", "torch", "torch_npu", "hdk", mode="before")
+    @field_validator("vllm_ascend", "vllm", "cann", "torch", "torch_npu", "hdk", "firmware",
+                     mode="before")
     @classmethod
     def _as_text(cls, value: Any) -> str | None:
         return None if value is None else str(value)
@@ -118,8 +123,12 @@ class StackSet(BaseModel):
                 )
             if not self.hdk_accepts(str(self.hdk)):
                 raise ValueError(f"set {self.name}: hdk {self.hdk} is not in its hdk_supported")
+            if "firmware" not in self.sources:
+                raise ValueError(f"set {self.name}: sources.firmware must cite the firmware of "
+                                 f"HDK {self.hdk}, or say why it is unresolved")
         else:
             present = [k for k, v in npu_only.items() if v] + (["chips"] if self.chips else [])
+            present += ["firmware"] if self.firmware else []
             present += ["hdk_supported"] if self.hdk_supported else []
             if present:
                 raise ValueError(f"set {self.name}: a cpu set has no {', '.join(present)}")

@@ -7,7 +7,7 @@ launcher::
 
     profile: "{{ 'tiny-deepseek-v3' | ascend_serve.fleet.serving_profile(overrides, files) }}"
     ctx: "{{ profile | ascend_serve.fleet.vllm_launch_context(model_path=..., vllm=..., ...) }}"
-    fit: "{{ profile | ascend_serve.fleet.serving_fit(config_json_or_none) }}"
+    fit: "{{ profile | ascend_serve.fleet.serving_fit(config_json_or_none, hbm_mb, source) }}"
     problems: "{{ profile | ascend_serve.fleet.serving_set_problems(resolved_set_or_name) }}"
 """
 
@@ -75,8 +75,11 @@ def vllm_launch_context(
     return ctx
 
 
-def serving_fit(profile: Any, config: Any = None) -> dict[str, Any] | None:
-    """Resolved profile (+ the model's config.json, else the profile's copy) -> the fit report.
+def serving_fit(profile: Any, config: Any = None, hbm_mb: Any = None,
+                hbm_source: Any = None) -> dict[str, Any] | None:
+    """Resolved profile (+ the model's config.json, else the profile's copy; + the HBM of one
+    of the node's chips in MB as npu-smi prints it, else the chip's nominal HBM) -> the fit
+    report.
 
     None when no config.json is known for the model (nothing to estimate from).
     """
@@ -86,8 +89,17 @@ def serving_fit(profile: Any, config: Any = None) -> dict[str, Any] | None:
     if config:
         parsed = parsed.model_copy(update={"model": parsed.model.model_copy(
             update={"config": _plain(config)})})
+    hbm: float | None = None
+    if hbm_mb is not None and hbm_mb != "":
+        try:
+            hbm = int(hbm_mb) / 1024
+        except (TypeError, ValueError):
+            raise AnsibleFilterError(
+                f"serving_fit: hbm_mb must be a number of MB, got {hbm_mb!r}") from None
+        if hbm <= 0:
+            raise AnsibleFilterError(f"serving_fit: hbm_mb must be positive, got {hbm_mb!r}")
     try:
-        report = nodecheck.fit_report(parsed, None)
+        report = nodecheck.fit_report(parsed, None, hbm, str(hbm_source) if hbm_source else None)
     except fit.NotEstimableError:
         return None  # an architecture the estimate does not model: nothing to refuse on
     except fit.FitError as exc:

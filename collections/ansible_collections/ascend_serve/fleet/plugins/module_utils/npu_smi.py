@@ -315,6 +315,18 @@ def _chip(name_row: dict[str, Any], values: dict[str, Any], has_phy: bool) -> di
     return chip
 
 
+def hbm_total_mb(chips: list[dict[str, Any]]) -> int | None:
+    """The HBM of one chip in MB as ``npu-smi info`` prints it (``HBM-Usage(MB)`` used / total),
+    the smallest over the chips: what a profile that spreads over all of them can count on per
+    chip. None where no chip prints an HBM total (310/310P print ``Memory-Usage`` only, and a
+    table without chips tells nothing). Samples: a2-910b4-25.0.rc1.1-8card (32768 per 910B4),
+    a2-910b3-24.1.rc1-procs-java (65536 per 910B3), a3-25.0.rc1-16chip (65536 per A3 chip).
+    """
+    totals = [int(c["hbm_total_mb"]) for c in chips
+              if isinstance(c.get("hbm_total_mb"), int) and c["hbm_total_mb"] > 0]
+    return min(totals) if totals else None
+
+
 def unhealthy(chips: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The chips whose health is not ``OK`` (Warning in 910a-23.0.rc3-warning-1card)."""
     return [c for c in chips if c.get("health") != HEALTH_OK]

@@ -22,6 +22,13 @@ options:
     description: Also read the board page of every NPU.
     type: bool
     default: true
+  missing_ok:
+    description:
+      - Where O(npu_smi) does not exist (a fresh host, before the NPU driver installs it), set
+        C(present) false and no chips instead of failing. npu-smi that exists and fails still
+        fails the task.
+    type: bool
+    default: false
 extends_documentation_fragment:
   - ascend_serve.fleet.facts
 """
@@ -46,6 +53,11 @@ ansible_facts:
         - C(version), the driver version, and C(tool_version), npu-smi's own (each C('') where
           the table does not print it); C(layout), the table layout read.
         - C(chips) and C(processes), the rows of the chip and process tables.
+        - C(hbm_total_mb), the HBM of one chip in MB as the C(HBM-Usage(MB)) column prints its
+          total, the smallest over the chips; null where no chip prints one (310/310P, or
+          npu-smi absent).
+        - C(present), false only with O(missing_ok) where npu-smi does not exist (then
+          everything else is empty).
         - C(boards), the board page of every NPU by NPU id, key to value as printed (null for
           C(NA)); empty when O(boards) is false.
       type: dict
@@ -53,16 +65,20 @@ ansible_facts:
         version: 25.0.rc1.1
         tool_version: 25.0.rc1.1
         layout: a2
+        present: true
+        hbm_total_mb: 32768
         chips: [{npu: 0, chip: 0, name: 910B4, family: 910B, health: OK, bus_id: "0000:C1:00.0"}]
         processes: [{npu: 0, chip: 0, pid: 472206, name: python3.9, memory_mb: 113}]
         boards: {"0": {"Firmware Version": 7.7.0.1.231, "Compatibility": OK}}
 """
 
+import os
 from typing import Any
 
 from ansible_collections.ascend_serve.fleet.plugins.module_utils.module_main import facts_main
 from ansible_collections.ascend_serve.fleet.plugins.module_utils.npu_smi import (
     NpuSmiParseError,
+    hbm_total_mb,
     read_info,
     read_page,
 )
@@ -72,12 +88,21 @@ def parse_info(text: str) -> dict[str, Any]:
     """The facts of one ``npu-smi info`` output (raises NpuSmiParseError naming the line)."""
     info = read_info(text)
     return {
+        "present": True,
         "version": info["driver_version"] or "",
         "tool_version": info["tool_version"] or "",
         "layout": info["layout"],
         "chips": info["chips"],
+        "hbm_total_mb": hbm_total_mb(info["chips"]),
         "processes": info["processes"],
     }
+
+
+# What a host without npu-smi reports with missing_ok (the driver is not installed yet).
+ABSENT: dict[str, Any] = {
+    "present": False, "version": "", "tool_version": "", "layout": "", "chips": [],
+    "hbm_total_mb": None, "processes": [], "boards": {},
+}
 
 
 def parse_kv(text: str) -> dict[str, str | None]:
@@ -87,6 +112,8 @@ def parse_kv(text: str) -> dict[str, str | None]:
 
 def read(module: Any) -> dict[str, Any]:
     tool = module.params["npu_smi"]
+    if module.params["missing_ok"] and not os.path.exists(tool):
+        return dict(ABSENT)
     rc, out, err = module.run_command([tool, "info"])
     if rc != 0:
         module.fail_json(msg=f"{tool} info failed with rc {rc}: {(err or out).strip()}")
@@ -112,6 +139,7 @@ def main() -> None:
     facts_main("ascend_npu_smi", read, {
         "npu_smi": {"type": "path", "default": "/usr/local/sbin/npu-smi"},
         "boards": {"type": "bool", "default": True},
+        "missing_ok": {"type": "bool", "default": False},
     })
 
 
