@@ -16,7 +16,6 @@ import hashlib
 import json
 import os
 import shlex
-import shutil
 import subprocess
 import sys
 from dataclasses import dataclass, field
@@ -27,6 +26,7 @@ import pytest
 import yaml
 from ansible_run import BIN, ENV
 from paths import ROOT
+from role_isolation import NEEDS_NAMESPACES, remote_actions, write_recorder
 
 CANN, DRIVER = "8.5.0", "25.5.0"  # set vllm-ascend-0.13.0
 OVERLAID = ("/etc", "/var")
@@ -40,53 +40,13 @@ NOOP_ROLE_TASKS = 8
 NOOP_TASKS = NOOP_ROLE_TASKS + 9
 
 
-def _namespaces_work() -> bool:
-    if os.geteuid() != 0 or not shutil.which("unshare"):
-        return False
-    probe = subprocess.run(["unshare", "-m", "true"], capture_output=True, check=False)
-    return probe.returncode == 0
-
 
 pytestmark = [
-    pytest.mark.skipif(not _namespaces_work(),
-                       reason="needs root and mount namespaces (unshare -m)"),
+    NEEDS_NAMESPACES,
     # The steps share one host and run in order, as one test (pytest-xdist cannot split them).
     pytest.mark.xdist_group("cann_role"),
 ]
 
-# Records every task result of a run as a JSON line: role, action, status, changed, msg.
-RECORDER = '''
-import json, os
-from ansible.plugins.callback import CallbackBase
-
-class CallbackModule(CallbackBase):
-    CALLBACK_VERSION = 2.0
-    CALLBACK_TYPE = "aggregate"
-    CALLBACK_NAME = "task_record"
-    CALLBACK_NEEDS_ENABLED = True
-
-    def _write(self, result, status):
-        task = result._task
-        role = task._role.get_name(include_role_fqcn=False) if task._role else ""
-        line = {"role": role, "task": task.get_name(), "action": task.action, "status": status,
-                "changed": bool(result._result.get("changed")),
-                "msg": str(result._result.get("msg", ""))}
-        with open(os.environ["TASK_RECORD"], "a", encoding="utf-8") as fh:
-            fh.write(json.dumps(line) + "\\n")
-
-    def v2_runner_on_ok(self, result):
-        self._write(result, "ok")
-
-    def v2_runner_on_failed(self, result, ignore_errors=False):
-        self._write(result, "failed")
-
-    def v2_runner_on_skipped(self, result):
-        self._write(result, "skipped")
-'''
-
-# Actions that run on the controller only: they cost no round trip.
-CONTROLLER = {"set_fact", "assert", "debug", "fail", "include_tasks", "import_tasks",
-              "include_role", "meta", "validate_argument_spec", "include_vars"}
 
 # Stand-ins of the three installers: --check passes; an install writes what the vendor's does
 # for the role to read (sim/ascend_sim/devtools/installer.py, CANN 8.5 layout).
@@ -173,8 +133,7 @@ def host(tmp_path_factory: pytest.TempPathFactory) -> Host:
     for name, lines in INSTALLERS.items():
         (artifacts / name).write_text(HEADER + "\n".join(lines) + "\n")
         sha256[name] = hashlib.sha256((artifacts / name).read_bytes()).hexdigest()
-    (tmp / "callbacks").mkdir()
-    (tmp / "callbacks" / "task_record.py").write_text(RECORDER)
+    write_recorder(tmp)
     for path in OVERLAID:
         for part in ("upper", "work"):
             (tmp / "overlay" / path.strip("/") / part).mkdir(parents=True)
@@ -202,8 +161,7 @@ def _ours(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 def _remote(records: list[dict[str, Any]]) -> list[str]:
     """The role's module runs on the host (tasks that ran and are not controller-only)."""
-    return [r["action"].rsplit(".", 1)[-1] for r in _ours(records)
-            if r["status"] != "skipped" and r["action"].rsplit(".", 1)[-1] not in CONTROLLER]
+    return remote_actions(records, "cann")
 
 
 def _changed(records: list[dict[str, Any]]) -> list[str]:

@@ -16,7 +16,6 @@ import json
 import os
 import pwd
 import shlex
-import shutil
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -27,6 +26,7 @@ import pytest
 import yaml
 from ansible_run import BIN, ENV
 from paths import ROOT
+from role_isolation import NEEDS_NAMESPACES, remote_actions, write_recorder
 
 DRIVER, FIRMWARE = "25.5.0", "7.8.0.2.212"  # HDK of vllm-ascend-0.13.0 and its firmware
 OVERLAID = ("/etc", "/home", "/var")
@@ -38,53 +38,13 @@ NO_OP_ROLE_TASKS = 7
 NO_OP_RUN_TASKS = 16
 
 
-def _namespaces_work() -> bool:
-    if os.geteuid() != 0 or not shutil.which("unshare"):
-        return False
-    probe = subprocess.run(["unshare", "-m", "true"], capture_output=True, check=False)
-    return probe.returncode == 0
-
 
 pytestmark = [
-    pytest.mark.skipif(not _namespaces_work(),
-                       reason="needs root and mount namespaces (unshare -m)"),
+    NEEDS_NAMESPACES,
     # The steps share one host and run in order, as one test (pytest-xdist cannot split them).
     pytest.mark.xdist_group("npu_driver_role"),
 ]
 
-# Records every task result of a run as a JSON line: role, task, action, status, changed.
-RECORDER = '''
-import json, os
-from ansible.plugins.callback import CallbackBase
-
-class CallbackModule(CallbackBase):
-    CALLBACK_VERSION = 2.0
-    CALLBACK_TYPE = "aggregate"
-    CALLBACK_NAME = "task_record"
-    CALLBACK_NEEDS_ENABLED = True
-
-    def _write(self, result, status):
-        task = result._task
-        role = task._role.get_name(include_role_fqcn=False) if task._role else ""
-        line = {"role": role, "task": task.get_name(), "action": task.action, "status": status,
-                "changed": bool(result._result.get("changed")),
-                "msg": str(result._result.get("msg", ""))}
-        with open(os.environ["TASK_RECORD"], "a", encoding="utf-8") as fh:
-            fh.write(json.dumps(line) + "\\n")
-
-    def v2_runner_on_ok(self, result):
-        self._write(result, "ok")
-
-    def v2_runner_on_failed(self, result, ignore_errors=False):
-        self._write(result, "failed")
-
-    def v2_runner_on_skipped(self, result):
-        self._write(result, "skipped")
-'''
-
-# Actions that run on the controller only: they cost no round trip.
-CONTROLLER = {"set_fact", "assert", "debug", "fail", "include_tasks", "import_tasks",
-              "include_role", "meta", "validate_argument_spec", "include_vars"}
 
 
 def _free_id(taken: set[int]) -> int:
@@ -166,8 +126,7 @@ def host(tmp_path_factory: pytest.TempPathFactory) -> Host:
     (base / "driver" / "version.info").write_text(f"Version={DRIVER}\n")
     _tool(base / "driver" / "tools" / "upgrade-tool", "upgrade_tool")
     _tool(tmp / "bin" / "npu-smi", "npu_smi")
-    (tmp / "callbacks").mkdir()
-    (tmp / "callbacks" / "task_record.py").write_text(RECORDER)
+    write_recorder(tmp)
     for path in OVERLAID:
         for part in ("upper", "work"):
             (tmp / "overlay" / path.strip("/") / part).mkdir(parents=True)
@@ -206,8 +165,7 @@ def _ours(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 def _remote(records: list[dict[str, Any]]) -> list[str]:
     """The role's module runs on the host (tasks that ran and are not controller-only)."""
-    return [r["action"].rsplit(".", 1)[-1] for r in _ours(records)
-            if r["status"] != "skipped" and r["action"].rsplit(".", 1)[-1] not in CONTROLLER]
+    return remote_actions(records, "npu_driver")
 
 
 def _ran(records: list[dict[str, Any]], action: str) -> bool:
