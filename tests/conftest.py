@@ -46,7 +46,8 @@ def node_file(tmp_path: Path) -> Path:
 # these, before the rest.
 VLLM_GROUP = "xdist_group[vllm]"
 LONGEST_FIRST = {
-    "test_molecule_scenario[serving]": 880,  # + preflight and host verify (was default, host)
+    # + preflight, host and os_base verify (was default, host, os_base)
+    "test_molecule_scenario[serving]": 960,
     "test_local_deploy_fresh_then_no_change": 718,
     "test_molecule_scenario[container]": 489,
     # + the canary's upgrade checks (was molecule stack_upgrade)
@@ -55,10 +56,8 @@ LONGEST_FIRST = {
     "test_molecule_scenario[k8s_node]": 321,
     VLLM_GROUP: 340,  # its 26 tests, 343 s alone
     "test_molecule_scenario[stack_faults]": 282,
-    "test_molecule_scenario[os_base]": 190,
     "test_molecule_scenario[os_base_dnf]": 170,
-    "test_site_preflight_on_two_nodes_one_fails": 106,
-    "test_molecule_scenario[preflight_fail]": 86,
+    "test_site_preflight_on_two_nodes_one_fails": 111,  # + Debian 11, marker (was preflight_fail)
 }
 
 

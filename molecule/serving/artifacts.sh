@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Dependency step of the env scenario: everything the node will be given, built offline.
-#   - the simulated node (Atlas 800 A2), the cpufreq stand-in, the apt mirror, the stack's
+#   - the simulated node (Atlas 800 A2), the cpufreq stand-in, the apt mirror (the running
+#     kernel's headers and image) and the line of this machine's Debian mirror, the stack's
 #     installers (prepare converges the accelerator stack first), the Miniconda test double;
 #   - model mirror content: a tiny DeepSeek-V3 model with its manifest, a copy of it in which
 #     one file is damaged (same size, other bytes: only the sha256 can tell), and a copy for the
@@ -19,6 +20,9 @@ done
 echo schedutil > "$eph/cpufreq/policy0/scaling_governor"
 echo performance > "$eph/cpufreq/policy1/scaling_governor"
 python3 -m ascend_sim.mirror apt "$eph/mirror/apt" >/dev/null
+# The node is set up like an air-gapped host (vars.yml): its default sources are disabled and
+# os_base reads this machine's own Debian mirror, as an "internal mirror", from this line.
+python3 -m ascend_sim.mirror upstream "$eph/mirror/upstream.list" --suite bookworm
 python3 -m ascend_sim packages "$eph/artifacts" --set vllm-ascend-0.13.0 --firmware 7.8.0.2.212 \
   --vars-file "$eph/artifacts/pins.yml" >/dev/null
 python3 -m ascend_sim miniconda "$eph/conda" --vars-file "$eph/conda/conda.yml" >/dev/null

@@ -411,6 +411,15 @@ def test_censored_event_stdout_is_cut() -> None:
 # --- two simulated Ascend nodes in containers ----------------------------------------------------
 
 OK_NODE, BAD_NODE = "ascend-deploy-ok", "ascend-deploy-bad"
+# Written on the bad node before the run: whatever preflight writes is newer.
+MARKER = "/root/preflight-marker"
+# The bad node presents itself as Debian 11, a release the support table lacks.
+DEBIAN_11 = {
+    "/etc/os-release": 'PRETTY_NAME="Debian GNU/Linux 11 (bullseye)"\nNAME="Debian GNU/Linux"\n'
+                       'VERSION_ID="11"\nVERSION="11 (bullseye)"\nVERSION_CODENAME=bullseye\n'
+                       "ID=debian\n",
+    "/etc/debian_version": "11.11\n",
+}
 
 
 def _sim(*args: str, env: dict[str, str]) -> None:
@@ -418,15 +427,29 @@ def _sim(*args: str, env: dict[str, str]) -> None:
                    env=env, timeout=120)
 
 
+def _exec(node: str, *argv: str, stdin: str = "", check: bool = True
+          ) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(["podman", "exec", "-i", node, *argv], input=stdin, text=True,
+                          capture_output=True, check=check, timeout=120)
+
+
 @pytest.fixture
 def two_nodes(tmp_path: Path) -> Iterator[Path]:
-    """A good Atlas 800 A2 node (8 NPUs) and one with 4 of its 8 cards; an inventory of both."""
+    """A good Atlas 800 A2 node (8 NPUs) and one with 4 of its 8 cards that presents itself as
+    Debian 11, with a time marker written after both; an inventory of both."""
     if shutil.which("podman") is None:
         pytest.skip("podman is not installed")
     env = {**os.environ, "ASCEND_SIM_STATE": str(tmp_path / "sim")}
     try:
         _sim("node", "up", OK_NODE, "--model", "atlas800-a2", env=env)
         _sim("node", "up", BAD_NODE, "--model", "atlas800-a2", "--npus", "4", env=env)
+        # Let the node finish booting (systemd writes under /var/lib while it starts), make it
+        # Debian 11, wait a second so that later writes have a newer mtime, then mark the time.
+        _exec(BAD_NODE, "timeout", "60", "systemctl", "is-system-running", "--wait", check=False)
+        for path, content in DEBIAN_11.items():
+            _exec(BAD_NODE, "tee", path, stdin=content)
+        time.sleep(1)
+        _exec(BAD_NODE, "touch", MARKER)
         inventory = tmp_path / "inventory"
         (inventory / "group_vars" / "ascend_nodes").mkdir(parents=True)
         # The local inventory's settings (8 x 910B expected), over the two containers.
@@ -442,6 +465,10 @@ def two_nodes(tmp_path: Path) -> Iterator[Path]:
         for name in (OK_NODE, BAD_NODE):
             subprocess.run(["podman", "rm", "-f", "--ignore", name], capture_output=True,
                            check=False, timeout=120)
+
+
+NPU_PROBLEM = "found 4 NPU(s) on the PCI bus, the inventory expects 8"
+OS_PROBLEM = "OS Debian 11.11 is not supported (supported Debian releases: 12)"
 
 
 @pytest.mark.molecule
@@ -460,7 +487,9 @@ def test_site_preflight_on_two_nodes_one_fails(two_nodes: Path, tmp_path: Path) 
                      r"PCI bus, the inventory expects 8", plain)
     assert "1 of 2 host(s) failed" in plain
     assert f"FAILED {BAD_NODE}: task preflight : Fail once, listing every problem" in plain
-    assert "    found 4 NPU(s) on the PCI bus, the inventory expects 8" in plain
+    # The single failure names both problems (each once: the summary's message, below).
+    assert f"    {NPU_PROBLEM}" in plain
+    assert f"    {OS_PROBLEM}" in plain
     assert re.search(r"the run stopped in play 1 of \d+ \(Preflight checks\)", plain)
 
     summary = json.loads((run_dir / rd.SUMMARY_FILE).read_text())
@@ -471,8 +500,8 @@ def test_site_preflight_on_two_nodes_one_fails(two_nodes: Path, tmp_path: Path) 
     (failure,) = summary["failures"]
     assert failure["host"] == BAD_NODE and failure["role"] == "preflight"
     assert failure["message"].splitlines() == [
-        f"Preflight failed on {BAD_NODE} with 1 problem(s); nothing was changed:",
-        "found 4 NPU(s) on the PCI bus, the inventory expects 8"]
+        f"Preflight failed on {BAD_NODE} with 2 problem(s); nothing was changed:",
+        OS_PROBLEM, NPU_PROBLEM]
     assert summary["tags"] == ["preflight"] and summary["exit_code"] == EXIT_CHECK_FAILED
     assert (run_dir / "rc").read_text() != "0"
     command = json.loads((run_dir / "command").read_text())
@@ -481,3 +510,12 @@ def test_site_preflight_on_two_nodes_one_fails(two_nodes: Path, tmp_path: Path) 
     assert command["command"][-3:-1] == ["--tags", "preflight"]
     assert len(list((run_dir / "job_events").glob("*.json"))) > 10
     assert "Preflight checks" in (run_dir / "stdout").read_text()
+
+    # The failed preflight changed nothing on its host: no report, no local fact, no file under
+    # the system paths newer than the marker written before the run.
+    written = _exec(BAD_NODE, "ls", "-d", "/var/lib/ascend-serve",
+                    "/etc/ansible/facts.d/ascend_preflight.fact", check=False)
+    assert written.stdout == "", written.stdout
+    newer = _exec(BAD_NODE, "find", "/etc", "/usr", "/var/lib", "/opt", "-xdev", "-newer", MARKER,
+                  "-not", "-type", "d")
+    assert newer.stdout.splitlines() == []

@@ -37,7 +37,7 @@ def _tail(path: Path, lines: int = 80) -> str:
 
 
 def test_scenarios_found() -> None:
-    assert {"serving", "preflight_fail"} <= set(SCENARIOS)
+    assert {"serving", "os_base_dnf"} <= set(SCENARIOS)
 
 
 @pytest.mark.molecule
