@@ -69,6 +69,26 @@ def pytest_configure(config: pytest.Config) -> None:
         config.option.loadscopereorder = False
 
 
+def _group_nodeid(item: pytest.Item) -> None:
+    """Give a grouped item the ``@group`` suffix that pytest-xdist's loadgroup scheduler reads.
+
+    pytest-xdist 3.8 appends it by assigning ``item._nodeid``, which pytest 9 no longer reads (a
+    node's id lives in ``_id``), so its ``xdist_group`` marks had no effect: the vLLM tests ran on
+    both workers at once. This does the same through the id pytest 9 reads.
+    """
+    names = sorted({str(m.args[0] if m.args else m.kwargs.get("name", "default"))
+                    for m in item.iter_markers("xdist_group")})
+    if names and "@" not in item.nodeid.rsplit("]", 1)[-1]:
+        from _pytest.nodeid import coerce_node_id  # pytest 9's id type
+
+        item._id = coerce_node_id(f"{item.nodeid}@{'_'.join(names)}")
+
+
+# tryfirst: pytest-xdist's worker turns each item's xdist_group marks into its nodeid's group in
+# its own pytest_collection_modifyitems, and this conftest is registered before that plugin, so
+# without tryfirst the marks added here came too late and the vLLM tests ran on both workers at
+# once (two servers, one port: "Address already in use").
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Under pytest-xdist (``--dist loadgroup``) the tests that start vLLM servers share one
     worker, so each tiny server starts once and never two at a time on this 2-core machine;
@@ -76,6 +96,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if item.get_closest_marker("vllm") is not None:
             item.add_marker(pytest.mark.xdist_group("vllm"))
+    if config.getoption("dist", "no") == "no" and getattr(config.option, "loadgroup", False):
+        for item in items:
+            _group_nodeid(item)
 
     def weight(item: pytest.Item) -> float:
         if item.name in LONGEST_FIRST:
