@@ -32,8 +32,8 @@ from typing import Any
 import httpx
 from tiny_vllm import TinyServer, tiny_server
 
+from ansible_collections.ascend_serve.fleet.plugins.module_utils.validate_wire import parse_metrics
 from ascend_serve.bench.runner import BenchConfig, run_benchmark
-from ascend_serve.node.validate import parse_metrics
 
 # The server's own view of each run (histogram means from /metrics deltas): what both clients
 # should see, give or take the network and the client's parsing.

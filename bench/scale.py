@@ -78,6 +78,12 @@ Configurations (``--config``, comma-separated; run against fresh nodes each):
 ``strategy: free`` is deliberately not tried: stack.yml uses ``serial`` batches and
 ``any_errors_fatal``, whose guarantees it would weaken.
 
+``--floor`` puts Ansible's own floor beside each re-run (issue 33): after every no-op re-run of the
+playbook, on the same nodes and under the same configuration, ``bench/floor.yml`` runs once: it
+gathers the ``min`` fact subset and runs one ``ping``, nothing else. The table then adds, per row,
+(a) the playbook's controller + node CPU-s per host, (b) the floor's, and a/b (medians of the
+re-runs; each a_i and b_i measured one after the other, so both see the same load).
+
 ``--shared-fleet`` converges each N's nodes once, under the first configuration, and times every
 configuration's no-op re-run on those same nodes (each with its own SSH control folder, so no
 configuration reuses another's connections): the way to afford N=32 for several configurations.
@@ -87,7 +93,7 @@ Run from the repository root as root (rootful podman), in the project's venv::
     source .venv/bin/activate
     python bench/scale.py [--hosts 1,8,32] [--os debian,openeuler]
                           [--config baseline,mitogen] [--shared-fleet]
-                          [--reruns 3] [--tags TAGS] [--keep-logs DIR] [--json FILE]
+                          [--reruns 3] [--floor] [--tags TAGS] [--keep-logs DIR] [--json FILE]
                           [--rebuild-image]
 
 32 systemd containers need more inotify instances than the default 128
@@ -116,7 +122,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType
 from typing import Any
@@ -144,6 +150,8 @@ OSES = ("debian", "openeuler")
 # The openEuler node: the molecule scenario of os_base's dnf path, its prepare step as a playbook.
 DNF_SCENARIO = ROOT / "molecule" / "os_base_dnf" / "molecule.yml"
 OPENEULER_NODE = ROOT / "molecule" / "shared" / "openeuler_node.yml"
+# Ansible's floor for a converged host: the `min` fact subset and one ping (--floor).
+FLOOR_PLAYBOOK = ROOT / "bench" / "floor.yml"
 JINJA_RE = re.compile(r"\{\{.*?\}\}")
 PR_SET_CHILD_SUBREAPER = 36  # prctl(2)
 
@@ -391,6 +399,9 @@ class Measurement:
     load_before_rerun: float
     profile: list[tuple[str, float]]
     problem: str = ""
+    # --floor: bench/floor.yml's CPU-s (all hosts), one run after each re-run of the playbook.
+    floor_controller_cpu: list[float] = field(default_factory=list)
+    floor_nodes_cpu: list[float] = field(default_factory=list)
 
     @property
     def rerun(self) -> float:
@@ -401,10 +412,22 @@ class Measurement:
         per = [v / self.hosts for v in values]
         return statistics.median(per), min(per), max(per)
 
+    def floor_ratio(self) -> tuple[float, float, float] | None:
+        """(a, b, a/b): the playbook's and the floor's controller + node CPU-s per host
+        (medians of the re-runs), or None without --floor."""
+        if not self.floor_controller_cpu:
+            return None
+        a = statistics.median(c + n for c, n in zip(self.controller_cpu, self.nodes_cpu,
+                                                      strict=True)) / self.hosts
+        b = statistics.median(c + n for c, n in zip(self.floor_controller_cpu,
+                                                      self.floor_nodes_cpu,
+                                                      strict=True)) / self.hosts
+        return a, b, a / b
+
 
 def measure(configs: Sequence[str], os_name: str, count: int, playbook: str,
             extra: Sequence[str], mirror: Path, installers: Path, pins: Path, logs: Path | None,
-            reruns: int, results: list[Measurement]) -> None:
+            reruns: int, results: list[Measurement], floor: bool = False) -> None:
     """First converge of fresh nodes under configs[0], then no-op re-runs under each config.
 
     With one configuration this is the plain benchmark. With several (``--shared-fleet``) the
@@ -431,6 +454,7 @@ def measure(configs: Sequence[str], os_name: str, count: int, playbook: str,
             (logs / f"{configs[0]}-{os_name}-{count}-first.log").write_text(first.output)
         for config in configs:
             runs: list[PlaybookRun] = []
+            floors: list[PlaybookRun] = []
             load = os.getloadavg()[0]
             problem = ""
             tag = f"{config} {os_name} N={count}"
@@ -449,12 +473,19 @@ def measure(configs: Sequence[str], os_name: str, count: int, playbook: str,
                     problem = (f"{tag}: the re-run is NOT a no-op: changed={changed}"
                                f", {len(rerun.recap)} of {count} hosts in the recap")
                     log(problem)  # recorded, reported, and the exit status is 1 at the end
+                if floor:
+                    # Right after the re-run, same nodes and configuration: the same load.
+                    floors.append(run_playbook(str(FLOOR_PLAYBOOK), inventory, config,
+                                               f"{config}-floor{i}", [], fleet))
+                    log(f"{tag}: floor {floors[-1].seconds:.1f} s, CPU s: controller "
+                        f"{floors[-1].controller_cpu:.1f}, nodes {floors[-1].nodes_cpu:.1f}")
             counts = {f: max(h.get(f, 0) for h in runs[-1].counts.values())
                       for f in COUNT_FIELDS}
             results.append(Measurement(
                 config, os_name, count, first.seconds, [r.seconds for r in runs],
                 [r.controller_cpu for r in runs], [r.nodes_cpu for r in runs], counts, load,
-                runs[-1].profile, problem))
+                runs[-1].profile, problem, [f.controller_cpu for f in floors],
+                [f.nodes_cpu for f in floors]))
 
 
 # --------------------------------------------------------------------------------------------
@@ -495,6 +526,15 @@ def table(results: list[Measurement]) -> str:
                 f" {c['package_manager_runs']:>4} {c['tasks']:>5} {m.load_before_rerun:>5.1f}"
                 + ("  RE-RUN CHANGED HOSTS: NOT A NO-OP" if m.problem else ""))
         lines.append("")
+        floors = [(m, m.floor_ratio()) for m in rows]
+        if any(r for _, r in floors):
+            lines.append(f"config: {config}, beside the floor (bench/floor.yml: facts subset min"
+                         " and one ping, run after each re-run): controller + node CPU-s per host,"
+                         " medians of the re-runs")
+            lines.append(f"{'os':<9} {'N':>4} {'a playbook':>11} {'b floor':>8} {'a/b':>6}")
+            lines += [f"{m.os:<9} {m.hosts:>4} {r[0]:>11.2f} {r[1]:>8.2f} {r[2]:>6.2f}"
+                      for m, r in floors if r]
+            lines.append("")
     lines.append("CPU: ansible-playbook and its children, the SSH masters included (controller),"
                  " and the nodes' containers' cgroups (node); this machine has "
                  f"{os.cpu_count()} cores, shared with whatever else runs (load = 1-min load"
@@ -527,6 +567,10 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--shared-fleet", action="store_true",
                         help="per N, converge one fleet once (under the first --config) and time "
                         "every configuration's re-run on it (saves the first converges of big N)")
+    parser.add_argument("--floor", action="store_true",
+                        help="after each re-run, run bench/floor.yml (facts subset min, one ping)"
+                        " on the same nodes and print a/b: the playbook's CPU per host over the"
+                        " floor's")
     parser.add_argument("--reruns", type=int, default=3,
                         help="no-op re-runs per configuration (median and spread; default 3)")
     parser.add_argument("--rebuild-image", action="store_true",
@@ -569,7 +613,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             for os_name in args.oses:
                 for configs in groups:
                     measure(configs, os_name, count, args.playbook, extra, mirrors[os_name],
-                            installers, pins, args.keep_logs, args.reruns, results)
+                            installers, pins, args.keep_logs, args.reruns, results,
+                            args.floor)
                 print(table(results), flush=True)
     except KeyboardInterrupt:
         log("interrupted; the nodes of the current run were removed")

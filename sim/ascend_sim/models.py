@@ -69,6 +69,10 @@ class Chip:
     hugepages_total: int = 0
     firmware_version: str = ""
     firmware_hdk: str = ""
+    # Fault knob: the chip's error codes as `npu-smi info -t health` prints them (injected by
+    # `python -m ascend_sim fault-code`; only codes a real sample of the corpus shows).
+    error_codes: list[str] = field(default_factory=list)
+    error_information: str = ""
 
 
 @dataclass

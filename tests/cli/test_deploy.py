@@ -280,9 +280,9 @@ def test_find_project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv(rq.PROJECT_ENV, raising=False)
     assert rq.find_project(ROOT / "tests" / "cli") == ROOT
     assert rq.find_project(tmp_path) == ROOT  # this package's own checkout (editable install)
-    installed = tmp_path / "site-packages" / "ascend_serve" / "_collections"
+    installed = tmp_path / "site-packages" / "ansible_collections" / "ascend_serve" / "fleet"
     installed.mkdir(parents=True)
-    monkeypatch.setattr(rq, "collections_path", lambda: installed)  # a wheel's copy
+    monkeypatch.setattr(rq, "collection_dir", lambda: installed)  # a wheel's copy
     assert rq.find_project(tmp_path) is None
     assert rq.find_project(ROOT) == ROOT
     monkeypatch.setenv(rq.PROJECT_ENV, str(tmp_path))

@@ -10,6 +10,7 @@ from __future__ import annotations
 import ast
 import json
 import re
+import shutil
 import socket
 import subprocess
 import sys
@@ -27,13 +28,26 @@ from terminal import uncolored
 from typer.testing import CliRunner
 from vllm_server import VLLM_PYTHON, VllmServer, vllm_python
 
+from ansible_collections.ascend_serve.fleet.plugins.module_utils import validate as v
+from ansible_collections.ascend_serve.fleet.plugins.module_utils import validate_wire as w
 from ascend_serve.cli.validate import validate as validate_command
-from ascend_serve.node import validate as v
 
 REPO = Path(__file__).resolve().parents[2]
-SCRIPT = REPO / "python" / "ascend_serve" / "node" / "validate.py"
-ALL_CHECKS = list(v.CHECK_NAMES)  # with an API key, --reasoning and --tools
-TOOL_CHECKS = list(v.TOOL_CHECK_NAMES)
+MODULE_UTILS = REPO / "plugins" / "module_utils"
+NODE_FILES = ("validate.py", "validate_wire.py")  # what the vllm_service role installs
+
+
+def node_package(base: Path) -> Path:
+    """The validate package as the vllm_service role installs it on a node (tasks/check.yml):
+    ``<base>/ascend_serve_validate/`` with the two files; returns what goes on PYTHONPATH."""
+    package = base / "ascend_serve_validate"
+    package.mkdir(parents=True)
+    (package / "__init__.py").write_text("")
+    for name in NODE_FILES:
+        shutil.copyfile(MODULE_UTILS / name, package / name)
+    return base
+ALL_CHECKS = list(w.CHECK_NAMES)  # with an API key, --reasoning and --tools
+TOOL_CHECKS = list(w.TOOL_CHECK_NAMES)
 WITHOUT_TOOLS = [n for n in ALL_CHECKS if n not in TOOL_CHECKS]
 WITHOUT_KEY_OR_REASONING = [n for n in WITHOUT_TOOLS if n not in ("auth", "reasoning")]
 
@@ -44,17 +58,17 @@ cli.command("noop", hidden=True)(lambda: None)
 runner = CliRunner()
 
 
-def names(report: v.Report) -> list[str]:
+def names(report: w.Report) -> list[str]:
     return [c.name for c in report.checks]
 
 
-def by_name(report: v.Report | dict[str, Any]) -> dict[str, Any]:
-    if isinstance(report, v.Report):
+def by_name(report: w.Report | dict[str, Any]) -> dict[str, Any]:
+    if isinstance(report, w.Report):
         return {c.name: c for c in report.checks}
     return {c["name"]: c for c in report["checks"]}
 
 
-def failed(report: v.Report) -> list[str]:
+def failed(report: w.Report) -> list[str]:
     return [c.name for c in report.checks if not c.ok]
 
 
@@ -77,7 +91,7 @@ data: [DONE]
 
 
 def test_parse_sse_reads_a_vllm_chat_stream() -> None:
-    stream = v.parse_sse(CHAT_STREAM.splitlines())
+    stream = w.parse_sse(CHAT_STREAM.splitlines())
     assert stream.done
     assert len(stream.events) == 4
     reasoning = "".join(e["choices"][0]["delta"].get("reasoning", "")
@@ -90,13 +104,13 @@ def test_parse_sse_reads_a_vllm_chat_stream() -> None:
 def test_parse_sse_joins_data_lines_and_skips_comments_and_fields() -> None:
     lines = [": keep-alive", "event: message", "id: 7", 'data: {"a":', "data: 1}", "",
              "retry: 100", "data: [DONE]"]
-    stream = v.parse_sse(lines)
+    stream = w.parse_sse(lines)
     assert stream.events == [{"a": 1}]
     assert stream.done
 
 
 def test_parse_sse_without_done_says_so() -> None:
-    stream = v.parse_sse(['data: {"choices": []}', ""])
+    stream = w.parse_sse(['data: {"choices": []}', ""])
     assert stream.events == [{"choices": []}]
     assert not stream.done
 
@@ -109,15 +123,15 @@ def test_parse_sse_without_done_says_so() -> None:
     (["HTTP/1.1 200 OK"], "not a server-sent event line"),
 ])
 def test_parse_sse_rejects(lines: list[str], message: str) -> None:
-    with pytest.raises(v.CheckError, match=re.escape(message)):
-        v.parse_sse(lines)
+    with pytest.raises(w.CheckError, match=re.escape(message)):
+        w.parse_sse(lines)
 
 
 def test_usage_consistent() -> None:
     usage = {"prompt_tokens": 7, "completion_tokens": 16, "total_tokens": 23}
-    assert v.usage_problems(usage) == []
-    assert v.usage_problems(usage, 16) == []
-    assert v.usage_text(usage) == "usage 7+16=23"
+    assert w.usage_problems(usage) == []
+    assert w.usage_problems(usage, 16) == []
+    assert w.usage_text(usage) == "usage 7+16=23"
 
 
 @pytest.mark.parametrize(("usage", "expected", "message"), [
@@ -134,7 +148,7 @@ def test_usage_consistent() -> None:
     (None, None, "no usage object"),
 ])
 def test_usage_problems(usage: Any, expected: int | None, message: str) -> None:
-    problems = v.usage_problems(usage, expected)
+    problems = w.usage_problems(usage, expected)
     assert problems
     assert any(message in p for p in problems), problems
 
@@ -155,13 +169,13 @@ process_open_fds 12
 
 
 def test_parse_metrics_sums_label_sets() -> None:
-    samples = v.parse_metrics(METRICS)
-    assert v.counter_value(samples, v.GENERATION_TOKENS_METRIC) == 40.0
+    samples = w.parse_metrics(METRICS)
+    assert w.counter_value(samples, w.GENERATION_TOKENS_METRIC) == 40.0
     assert samples["vllm:num_requests_running"] == 0.0
     assert samples["vllm:time_to_first_token_seconds_count"] == 3.0
     assert "vllm:time_to_first_token_seconds" in samples  # the declared family
     assert samples["process_open_fds"] == 12.0
-    assert v.counter_value(samples, "vllm:nothing") is None
+    assert w.counter_value(samples, "vllm:nothing") is None
 
 
 @pytest.mark.parametrize(("url", "base"), [
@@ -171,8 +185,8 @@ def test_parse_metrics_sums_label_sets() -> None:
     ("http://gw/llm/v1", "http://gw/llm"),
 ])
 def test_base_url(url: str, base: str) -> None:
-    assert v.url_error(url) is None
-    assert v.base_url(url) == base
+    assert w.url_error(url) is None
+    assert w.base_url(url) == base
 
 
 @pytest.mark.parametrize(("url", "message"), [
@@ -183,13 +197,13 @@ def test_base_url(url: str, base: str) -> None:
     ("http://host:8000/?x=1", "no query"),
 ])
 def test_bad_urls(url: str, message: str) -> None:
-    error = v.url_error(url)
+    error = w.url_error(url)
     assert error is not None and message in error
 
 
 def test_redact() -> None:
-    assert v.redact("Bearer s3cret! s3cret", "s3cret") == "Bearer ***! ***"
-    assert v.redact("nothing", None) == "nothing"
+    assert w.redact("Bearer s3cret! s3cret", "s3cret") == "Bearer ***! ***"
+    assert w.redact("nothing", None) == "nothing"
 
 
 def test_resolve_api_key(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -216,9 +230,9 @@ def test_resolve_api_key(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Non
 
 
 def test_report_dict_and_text() -> None:
-    report = v.Report(url="http://h:1", served_name="m", checks=[
-        v.Check("health", True, "GET /health: 200", 0.0123),
-        v.Check("completion-stream", False, "no [DONE]", 1.5),
+    report = w.Report(url="http://h:1", served_name="m", checks=[
+        w.Check("health", True, "GET /health: 200", 0.0123),
+        w.Check("completion-stream", False, "no [DONE]", 1.5),
     ])
     assert not report.ok
     assert report.as_dict() == {
@@ -227,7 +241,7 @@ def test_report_dict_and_text() -> None:
             {"name": "health", "ok": True, "detail": "GET /health: 200", "seconds": 0.012},
             {"name": "completion-stream", "ok": False, "detail": "no [DONE]", "seconds": 1.5},
         ]}
-    lines = v.render_text(report).splitlines()
+    lines = w.render_text(report).splitlines()
     assert lines[0].split() == ["CHECK", "RESULT", "SECONDS", "DETAIL"]
     assert lines[1].split()[:3] == ["health", "PASS", "0.012"]
     assert lines[2].split()[:3] == ["completion-stream", "FAIL", "1.500"]
@@ -235,7 +249,7 @@ def test_report_dict_and_text() -> None:
     assert len({line.index("DETAIL" if i == 0 else ("GET" if i == 1 else "no "))
                 for i, line in enumerate(lines[:3])}) == 1
     assert lines[-1] == "1/2 checks passed against http://h:1 (m): FAILED"
-    assert v.Report(url="u", served_name=None).ok is False  # nothing checked is no pass
+    assert w.Report(url="u", served_name=None).ok is False  # nothing checked is no pass
 
 
 @pytest.mark.parametrize("kwargs", [
@@ -285,17 +299,21 @@ def test_cli_help() -> None:
         assert option in uncolored(result.output)
 
 
-def test_script_imports_only_stdlib_and_httpx() -> None:
-    """The role copies validate.py alone onto a node: nothing from ascend_serve, pydantic, rich."""
-    tree = ast.parse(SCRIPT.read_text(encoding="utf-8"))
-    imported = set()
+@pytest.mark.parametrize("name", NODE_FILES)
+def test_script_imports_only_stdlib_httpx_and_its_sibling(name: str) -> None:
+    """The role copies the two files alone onto a node: nothing from ascend_serve, pydantic,
+    rich; validate.py imports its sibling relatively (the package the role lays out)."""
+    tree = ast.parse((MODULE_UTILS / name).read_text(encoding="utf-8"))
+    imported, relative = set(), set()
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             imported |= {alias.name.split(".")[0] for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.level:
+            relative.add(node.module)
         elif isinstance(node, ast.ImportFrom):
-            assert node.level == 0, "no relative imports"
             imported.add((node.module or "").split(".")[0])
-    assert imported - set(sys.stdlib_module_names) == {"httpx"}
+    assert imported - set(sys.stdlib_module_names) <= {"httpx"}
+    assert relative <= {"validate_wire"}
 
 
 # Tool calls: what the checks accept and what they refuse
@@ -310,9 +328,9 @@ def call(name: str = "get_time", arguments: str = '{"zone": "utc"}', **overrides
 
 
 def test_well_formed_tool_calls() -> None:
-    assert v.tool_call_problems(call(), v.TOOLS) == []
-    assert v.tool_call_problems(call(), v.TOOLS, expected_name="get_time") == []
-    assert v.tool_call_problems(call("get_weather", '{"unit":"celsius"}'), v.TOOLS) == []
+    assert w.tool_call_problems(call(), w.TOOLS) == []
+    assert w.tool_call_problems(call(), w.TOOLS, expected_name="get_time") == []
+    assert w.tool_call_problems(call("get_weather", '{"unit":"celsius"}'), w.TOOLS) == []
 
 
 @pytest.mark.parametrize(("entry", "expected_name", "message"), [
@@ -331,7 +349,7 @@ def test_well_formed_tool_calls() -> None:
     ("get_time()", None, "not an object"),
 ])
 def test_tool_call_problems(entry: Any, expected_name: str | None, message: str) -> None:
-    problems = v.tool_call_problems(entry, v.TOOLS, expected_name=expected_name)
+    problems = w.tool_call_problems(entry, w.TOOLS, expected_name=expected_name)
     assert any(message in p for p in problems), problems
 
 
@@ -353,26 +371,26 @@ TOOL_STREAM: list[dict[str, Any]] = [
 
 
 def test_assemble_streamed_tool_calls() -> None:
-    assert v.assemble_tool_calls(TOOL_STREAM) == [call(arguments='{"zone":"utc"}',
+    assert w.assemble_tool_calls(TOOL_STREAM) == [call(arguments='{"zone":"utc"}',
                                                        id="chatcmpl-tool-9")]
     two = [{"choices": [{"delta": {"tool_calls": [
         {"index": 1, "id": "b", "type": "function", "function": {"name": "get_weather",
                                                                  "arguments": "{}"}},
         {"index": 0, "id": "a", "type": "function", "function": {"name": "get_time",
                                                                  "arguments": "{}"}}]}}]}]
-    assert [c["id"] for c in v.assemble_tool_calls(two)] == ["a", "b"]
-    assert v.assemble_tool_calls([{"choices": [{"delta": {"content": "hi"}}]}]) == []
-    with pytest.raises(v.CheckError, match="no index"):
-        v.assemble_tool_calls([{"choices": [{"delta": {"tool_calls": [{"id": "a"}]}}]}])
+    assert [c["id"] for c in w.assemble_tool_calls(two)] == ["a", "b"]
+    assert w.assemble_tool_calls([{"choices": [{"delta": {"content": "hi"}}]}]) == []
+    with pytest.raises(w.CheckError, match="no index"):
+        w.assemble_tool_calls([{"choices": [{"delta": {"tool_calls": [{"id": "a"}]}}]}])
 
 
 def test_tool_parser_fix_only_for_vllms_missing_parser_message() -> None:
     message = ('POST /v1/chat/completions: HTTP 400: "auto" tool choice requires '
                "--enable-auto-tool-choice and --tool-call-parser to be set")
-    fixed = v.with_tool_parser_fix(message)
+    fixed = w.with_tool_parser_fix(message)
     assert fixed.startswith(message)
     assert "set tool_call_parser in the serving profile" in fixed
-    assert v.with_tool_parser_fix("HTTP 500: engine dead") == "HTTP 500: engine dead"
+    assert w.with_tool_parser_fix("HTTP 500: engine dead") == "HTTP 500: engine dead"
 
 
 def test_tools_option_in_both_command_lines() -> None:
@@ -601,7 +619,7 @@ def test_tools_without_a_tool_parser_say_how_to_fix_it(stub_server: Callable[[Ha
     assert checks["tools-none"].ok, checks["tools-none"].detail
     assert checks["tools-auto"].detail == (
         'POST /v1/chat/completions: HTTP 400: "auto" tool choice requires '
-        "--enable-auto-tool-choice and --tool-call-parser to be set: " + v.TOOL_PARSER_FIX)
+        "--enable-auto-tool-choice and --tool-call-parser to be set: " + w.TOOL_PARSER_FIX)
     for name in ("tools-named", "tools-named-stream"):
         assert not checks[name].ok
         assert 'tool_choice=function "get_time" requires --tool-call-parser' in checks[name].detail
@@ -613,7 +631,7 @@ def test_tools_without_a_tool_parser_say_how_to_fix_it(stub_server: Callable[[Ha
     assert [r["tool_choice"] for r in requests] == [
         "auto", "none", {"type": "function", "function": {"name": "get_time"}},
         {"type": "function", "function": {"name": "get_time"}}]
-    assert all(r["tools"] == v.TOOLS and r["temperature"] == 0 for r in requests)
+    assert all(r["tools"] == w.TOOLS and r["temperature"] == 0 for r in requests)
     assert not any("thinking_token_budget" in r or "logit_bias" in r for r in requests)
     assert requests[-1]["stream"] is True
 
@@ -664,7 +682,7 @@ def test_tool_answers_without_a_call_explain_why(stub_server: Callable[[Handler]
     checks = run_tool_checks(stub_server(tool_stub(thinking)))
     assert checks["tools-auto"].detail == (
         "tool_choice 'auto': the answer has neither content nor tool calls, finish_reason "
-        f"'length' (max_tokens {v.TOOL_MAX_TOKENS} reached; the answer is all reasoning: with "
+        f"'length' (max_tokens {w.TOOL_MAX_TOKENS} reached; the answer is all reasoning: with "
         "a reasoning parser, pass --reasoning so the tool checks bound the thinking)")
     assert checks["tools-none"].detail == "tool_choice 'none': the answer is empty, " \
                                           "finish_reason 'stop'"
@@ -684,7 +702,7 @@ def test_api_key_never_in_details(stub_server: Callable[[Handler], str]) -> None
 
     url = stub_server(echo_key)
     report = v.run_checks(url, api_key=key, served_name="m", timeout=5)
-    text = json.dumps(report.as_dict()) + v.render_text(report)
+    text = json.dumps(report.as_dict()) + w.render_text(report)
     assert key not in text
     assert "Bearer ***" in text
 
@@ -737,7 +755,7 @@ def test_deepseek_v3_passes_every_check(vllm_deepseek_v3: VllmServer) -> None:
     print(f"{server.served_name} healthy in {server.startup_s:.1f} s")
     report = v.run_checks(server.url, api_key=server.api_key, served_name=server.served_name,
                           reasoning=True, tools=True)
-    assert report.ok, v.render_text(report)
+    assert report.ok, w.render_text(report)
     assert names(report) == ALL_CHECKS
     checks = by_name(report)
     # vLLM 0.32 puts the deepseek_r1 parser's output in message.reasoning
@@ -756,7 +774,7 @@ def test_deepseek_v3_passes_every_check(vllm_deepseek_v3: VllmServer) -> None:
     assert checks["max-tokens"].detail.startswith("3 tokens, ")
     assert checks["concurrency"].detail.startswith("8/8 ok in ")
     assert "vllm:generation_tokens_total +" in checks["metrics"].detail
-    assert server.api_key and server.api_key not in v.render_text(report)
+    assert server.api_key and server.api_key not in w.render_text(report)
 
 
 @pytest.mark.vllm
@@ -790,15 +808,18 @@ def test_deepseek_v3_cli_table_and_json(vllm_deepseek_v3: VllmServer, tmp_path: 
 
 
 @pytest.mark.vllm
-def test_deepseek_v3_standalone_script_in_the_vllm_venv(vllm_deepseek_v3: VllmServer) -> None:
-    """The file alone, run by the vLLM venv's interpreter in isolated mode: stdlib + httpx."""
+def test_deepseek_v3_standalone_script_in_the_vllm_venv(vllm_deepseek_v3: VllmServer,
+                                                       tmp_path: Path) -> None:
+    """The two files alone, laid out as the role installs them, run by the vLLM venv's
+    interpreter without user site-packages: stdlib + httpx."""
     server = vllm_deepseek_v3
     assert server.api_key
     proc = subprocess.run(
-        [str(vllm_python()), "-I", str(SCRIPT), server.url, "--served-name", server.served_name,
-         "--reasoning", "--tools", "--json", "--api-key-env", "NODE_KEY"],
-        capture_output=True, text=True, timeout=300, env={"NODE_KEY": server.api_key},
-        cwd="/",
+        [str(vllm_python()), "-s", "-m", "ascend_serve_validate.validate", server.url,
+         "--served-name", server.served_name, "--reasoning", "--tools", "--json",
+         "--api-key-env", "NODE_KEY"],
+        capture_output=True, text=True, timeout=300, cwd="/",
+        env={"NODE_KEY": server.api_key, "PYTHONPATH": str(node_package(tmp_path))},
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     data = json.loads(proc.stdout)
@@ -870,7 +891,7 @@ def test_qwen2_passes_without_key_or_reasoning(vllm_qwen2: VllmServer,
     monkeypatch.delenv("VLLM_API_KEY", raising=False)
     print(f"{vllm_qwen2.served_name} healthy in {vllm_qwen2.startup_s:.1f} s")
     report = v.run_checks(vllm_qwen2.url)
-    assert report.ok, v.render_text(report)
+    assert report.ok, w.render_text(report)
     assert names(report) == WITHOUT_KEY_OR_REASONING
     assert report.served_name == "tiny-qwen2"
     assert "using the first listed, 'tiny-qwen2'" in by_name(report)["models"].detail
@@ -895,21 +916,22 @@ def test_qwen2_tools_fail_without_a_tool_parser(vllm_qwen2: VllmServer) -> None:
     checks = by_name(report)
     assert checks["tools-auto"].detail == (
         'POST /v1/chat/completions: HTTP 400: "auto" tool choice requires '
-        "--enable-auto-tool-choice and --tool-call-parser to be set: " + v.TOOL_PARSER_FIX)
+        "--enable-auto-tool-choice and --tool-call-parser to be set: " + w.TOOL_PARSER_FIX)
     assert checks["tools-named"].detail.startswith(
         'POST /v1/chat/completions: HTTP 400: tool_choice=function "get_time" requires '
         "--tool-call-parser")
-    assert checks["tools-named"].detail.endswith(v.TOOL_PARSER_FIX)
+    assert checks["tools-named"].detail.endswith(w.TOOL_PARSER_FIX)
     assert checks["tools-none"].detail.startswith("tool_choice 'none': no tool calls; content ")
 
 
 @pytest.mark.vllm
-def test_qwen2_standalone_script_and_cli(vllm_qwen2: VllmServer) -> None:
+def test_qwen2_standalone_script_and_cli(vllm_qwen2: VllmServer, tmp_path: Path) -> None:
     assert VLLM_PYTHON.is_file()
     proc = subprocess.run(
-        [str(VLLM_PYTHON), "-I", str(SCRIPT), vllm_qwen2.url, "--concurrency", "16",
-         "--max-tokens", "8"],
-        capture_output=True, text=True, timeout=300, env={}, cwd="/",
+        [str(VLLM_PYTHON), "-s", "-m", "ascend_serve_validate.validate", vllm_qwen2.url,
+         "--concurrency", "16", "--max-tokens", "8"],
+        capture_output=True, text=True, timeout=300, cwd="/",
+        env={"PYTHONPATH": str(node_package(tmp_path))},
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     lines = proc.stdout.splitlines()

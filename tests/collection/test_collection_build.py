@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 import yaml
 from ansible_run import BIN
-from paths import COLLECTION, ROOT
+from paths import ROOT
 
 FQCN = "ascend_serve.fleet"
 
@@ -33,6 +33,8 @@ class Installed:
         self.tree = self.collections / "ansible_collections" / "ascend_serve" / "fleet"
         self.env = {k: v for k, v in os.environ.items()
                     if not k.startswith("ANSIBLE_") and k != "PYTHONPATH"}
+        # The checkout's venv also has the repository on sys.path as the collection (Ansible
+        # scans sys.path after its collections path): the install's copy comes first.
         self.env.update({"ANSIBLE_COLLECTIONS_PATH": str(self.collections), "ANSIBLE_NOCOLOR": "1",
                          "ANSIBLE_FORCE_COLOR": "0", "PY_COLORS": "0"})
 
@@ -52,13 +54,14 @@ class Installed:
 @pytest.fixture(scope="module")
 def installed(tmp_path_factory: pytest.TempPathFactory) -> Installed:
     inst = Installed(tmp_path_factory.mktemp("galaxy"))
-    build = inst.run("ansible-galaxy", "collection", "build", str(COLLECTION),
+    build = inst.run("ansible-galaxy", "collection", "build", str(ROOT),
                      "--output-path", str(inst.base / "dist"))
     assert build.returncode == 0, build.stdout + build.stderr
-    version = yaml.safe_load((COLLECTION / "galaxy.yml").read_text())["version"]
+    version = yaml.safe_load((ROOT / "galaxy.yml").read_text())["version"]
     tarball = inst.base / "dist" / f"ascend_serve-fleet-{version}.tar.gz"
     assert tarball.is_file(), build.stdout
-    install = inst.run("ansible-galaxy", "collection", "install", "--offline", str(tarball),
+    install = inst.run("ansible-galaxy", "collection", "install", "--offline", "--force",
+                       str(tarball),
                        "-p", str(inst.collections))
     assert install.returncode == 0, install.stdout + install.stderr
     return inst
@@ -100,8 +103,9 @@ def test_the_site_playbook_runs_by_its_fqcn(installed: Installed) -> None:
     "data/serving-profiles.yml",
     "data/locks",
     "data/ranktable.schema.json",
-    "roles/vllm_service/templates/vllm-launch.sh.j2",
-    "roles/vllm_service/files/validate.py",
+    "templates/vllm-launch.sh.j2",
+    "plugins/module_utils/validate.py",
+    "plugins/module_utils/npu_metrics.py",
     "meta/runtime.yml",
     "CHANGELOG.md",
 ])
@@ -114,12 +118,20 @@ def test_the_install_holds_what_the_roles_and_the_package_read(
         assert any(p.is_file() for p in target.rglob("*"))
 
 
-def test_validate_py_is_copied_not_linked(installed: Installed) -> None:
-    """The checkout links it to the package's node script; the build copies what it points to."""
-    assert (COLLECTION / "roles/vllm_service/files/validate.py").is_symlink()
-    copy = installed.tree / "roles/vllm_service/files/validate.py"
-    assert copy.is_file() and not copy.is_symlink()
-    assert filecmp.cmp(copy, ROOT / "python/ascend_serve/node/validate.py", shallow=False)
+def test_the_tarball_holds_the_checkout_files_themselves(installed: Installed) -> None:
+    """Real files, each the checkout's file byte for byte, and no link anywhere: the repository
+    root is the collection, so nothing is shared through links."""
+    links = [p for p in installed.tree.rglob("*") if p.is_symlink()]
+    assert links == []
+    files = json.loads((installed.tree / "FILES.json").read_text())["files"]
+    names = [f["name"] for f in files if f["ftype"] == "file"]
+    assert len(names) > 100
+    differ = [n for n in names
+              if not filecmp.cmp(installed.tree / n, ROOT / n, shallow=False)]
+    assert differ == []
+    assert {n.split("/")[0] for n in names} == {
+        "README.md", "CHANGELOG.md", "meta", "roles", "playbooks", "plugins", "data",
+        "templates"}
 
 
 def readme_sections(text: str) -> dict[str, set[str]]:
@@ -138,7 +150,7 @@ def readme_sections(text: str) -> dict[str, set[str]]:
 def test_the_readme_lists_exactly_what_the_collection_holds(
     installed: Installed, section: str
 ) -> None:
-    listed = readme_sections((installed.tree / "README.md").read_text())[section]
+    listed = readme_sections((ROOT / "docs" / "collection.md").read_text())[section]
     present = {
         "Modules": lambda: installed.listed("module"),
         "Filters": lambda: installed.listed("filter"),
@@ -151,5 +163,5 @@ def test_the_readme_lists_exactly_what_the_collection_holds(
 
 
 def test_the_readme_says_the_filters_need_the_package() -> None:
-    text = (COLLECTION / "README.md").read_text()
+    text = (ROOT / "docs" / "collection.md").read_text()
     assert "filters need the `ascend_serve` Python package on the controller" in text

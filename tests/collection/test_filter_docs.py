@@ -7,6 +7,7 @@ from __future__ import annotations
 import importlib
 import inspect
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -60,7 +61,7 @@ def test_documentation_renders_with_a_description(
     entry = rendered[name]
     doc = entry["doc"]
     assert doc["name"] == name
-    assert doc["filename"] == str(FILTER_DIR / f"{name}.yml")
+    assert Path(doc["filename"]).resolve() == (FILTER_DIR / f"{name}.yml").resolve()
     assert isinstance(doc["short_description"], str) and doc["short_description"]
     assert doc["description"] and all(isinstance(d, str) and d for d in doc["description"])
     assert doc["author"] == "ascend-serve developers"

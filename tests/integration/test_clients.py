@@ -26,7 +26,10 @@ from openai.types.chat import (
 )
 from vllm_server import VllmServer, server_counters, settled_counter_delta, vllm_python
 
-from ascend_serve.node.validate import TOOLS, WHITESPACE_PIECES
+from ansible_collections.ascend_serve.fleet.plugins.module_utils.validate_wire import (
+    TOOLS,
+    WHITESPACE_PIECES,
+)
 from ascend_serve.serving.tiny_model import TOOL_OUTPUT_END_TOKEN, TOOL_OUTPUTS_END_TOKEN
 
 pytestmark = pytest.mark.vllm
@@ -61,8 +64,9 @@ def whitespace_bias(vllm_deepseek_v3: VllmServer) -> dict[str, int]:
     """``logit_bias`` against the tiny tokenizer's whitespace-only tokens.
 
     vLLM constrains a tool call's arguments to the schema but not their whitespace (see
-    ``ascend_serve.node.validate.WHITESPACE_PIECES``); at temperature 0 the random model pads the
-    JSON with spaces until max_tokens. Without whitespace the call is compact JSON.
+    ``WHITESPACE_PIECES`` in the collection's ``module_utils/validate.py``); at temperature 0 the
+    random model pads the JSON with spaces until max_tokens. Without whitespace the call is
+    compact JSON.
     """
     tokenizers = pytest.importorskip("tokenizers")
     tokenizer = tokenizers.Tokenizer.from_file(str(vllm_deepseek_v3.model_dir / "tokenizer.json"))

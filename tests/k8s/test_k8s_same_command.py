@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 import yaml
 from ansible_run import render_with_role_vars
-from paths import ROLES
+from paths import ROLES, TEMPLATES
 from typer.testing import CliRunner
 
 from ascend_serve.cli.k8s import k8s_app
@@ -49,7 +49,7 @@ def _role_launchers(tmp_path: Path, name: str, overrides: dict[str, Any], nodes:
     task = {
         "name": "Render the launcher of each node rank",
         "ansible.builtin.template": {
-            "src": str(ROLE / "templates" / launcher.LAUNCHER_TEMPLATE),
+            "src": str(TEMPLATES / launcher.LAUNCHER_TEMPLATE),
             "dest": f"{out}/launch-{{{{ item }}}}.sh", "mode": "0644"},
         "loop": list(range(nodes)),
         "vars": {

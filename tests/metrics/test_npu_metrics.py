@@ -34,12 +34,12 @@ import pytest
 import yaml
 from ansible_run import ansible_playbook
 from corpus import reading
-from paths import CORPUS, PLAYBOOKS, ROLES
+from paths import CORPUS, PLAYBOOKS, PLUGINS
 from vllm_server import VllmServer, free_port, vllm_python
 
 from ascend_sim import models
 
-ROLE_FILES = ROLES / "npu_metrics" / "files"
+ROLE_FILES = PLUGINS / "module_utils"  # where the role copies the writer and readers from
 EXPORTER_CORPUS = CORPUS / "npu-exporter"
 SYSTEM_PYTHON = "/usr/bin/python3"  # the node's system Python, as the role's unit runs it
 DRIVER = "24.1.rc2"

@@ -24,7 +24,11 @@ from paths import PLAYBOOKS
 HERE = Path(__file__).resolve().parent
 ALERTS = {"AscendNpuChipUnhealthy", "AscendNpuHbmNearFull", "AscendNpuLinkDown",
           "AscendNpuNetworkUnhealthy", "AscendNpuMetricsFailing", "AscendNpuMetricsStale",
-          "AscendNodeExporterDown", "VllmDown", "VllmTtftP99OverSlo"}
+          "AscendNodeExporterDown", "VllmDown", "VllmTtftP99OverSlo",
+          # One per vendor fault class (data/faults/rules.yml, issue #32).
+          *(f"AscendNpuFault{name}" for name in (
+              "SeparateNPU", "PreSeparateNPU", "RestartNPU", "FreeRestartNPU", "RestartBusiness",
+              "RestartRequest", "SubHealthFault", "NotHandleFault"))}
 INVENTORY = {"all": {"children": {"ascend_nodes": {
     "children": {"pair": {
         "hosts": {

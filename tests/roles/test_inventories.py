@@ -7,7 +7,7 @@ import subprocess
 
 import pytest
 from ansible_run import BIN, ansible_playbook
-from paths import ROOT
+from paths import PLAYBOOKS, ROOT
 
 
 def _inventory(name: str) -> dict[str, dict[str, object]]:
@@ -33,4 +33,12 @@ def test_inventory_sets_required_variables(name: str) -> None:
 @pytest.mark.parametrize("name", ["local", "prod"])
 def test_site_syntax(name: str) -> None:
     proc = ansible_playbook("--syntax-check", "-i", f"inventories/{name}/hosts.yml", "site.yml")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_every_step_playbook_checks_from_the_checkout() -> None:
+    """The design card's ``playbooks/``: each step by its path, as an operator runs it."""
+    steps = sorted(str(p.relative_to(ROOT)) for p in PLAYBOOKS.glob("*.yml"))
+    assert "playbooks/site.yml" in steps and len(steps) >= 8
+    proc = ansible_playbook("--syntax-check", "-i", "inventories/prod", *steps)
     assert proc.returncode == 0, proc.stdout + proc.stderr

@@ -392,7 +392,7 @@ def test_the_schema_is_well_formed() -> None:
 
 def test_docs_carry_the_tables_the_schema_renders() -> None:
     """docs/ledger.md is the schema's documentation: regenerate the tables with
-    python3 collections/ansible_collections/ascend_serve/fleet/plugins/module_utils/ledger.py"""
+    python3 plugins/module_utils/ledger.py"""
     text = DOC.read_text()
     begin = re.search(r"<!-- BEGIN ledger schema[^>]*-->\n", text)
     end = text.find("<!-- END ledger schema -->")

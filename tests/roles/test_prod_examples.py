@@ -17,7 +17,7 @@ import yaml
 from ansible_run import BIN, ansible_playbook
 from paths import COLLECTION, ROOT
 
-from ascend_serve.mirror.inventory import HostVars, InventoryError, read_hosts, stack_of
+from ascend_serve.mirror.inventory import HostVars, InventoryError, read_hosts, resolved_sets
 from ascend_serve.stack.matrix import load_matrix
 
 EXAMPLES = ["prod", "prod-ubuntu", "prod-4x2"]
@@ -46,23 +46,22 @@ def test_example_loads_as_shipped(name: str) -> None:
 def test_example_resolves_preflight_and_the_set_for_every_host(name: str) -> None:
     matrix = load_matrix()
     for host in _hosts(name):
-        stack = stack_of(host, matrix)
+        facts = resolved_sets(host, matrix)
         names = [v for v in host.variables
                  if v.startswith("preflight_") or v.startswith("ascend_stack_")]
         assert "preflight_expected_npu_count" in names and "ascend_stack_set" in names
         for variable in names:  # as the role sees it; raises InventoryError when unresolved
             role = "preflight" if variable.startswith("preflight_") else "ascend_stack"
             host.with_vars(role_path=str(COLLECTION / "roles" / role),
-                           ascend_stack_resolved=stack.as_facts()).get(variable)
+                           ascend_stack_resolved=facts).get(variable)
         assert host.get("preflight_expected_npu_count") == 8
         # Driver and firmware follow from the set: the installers the role asks for are the
         # ones the example pins (no version typed beside the set).
-        facts = stack.as_facts()
-        assert stack.firmware, f"{stack.name} names no firmware"
+        assert facts["firmware"], f"{facts['name']} names no firmware"
         wanted = {host.role_file("npu_driver", v, "aarch64", facts)
                   for v in ("npu_driver_driver_file", "npu_driver_firmware_file")}
-        assert wanted == {f"Ascend-hdk-910b-npu-driver_{stack.hdk}_linux-aarch64.run",
-                          f"Ascend-hdk-910b-npu-firmware_{stack.firmware}.run"}
+        assert wanted == {f"Ascend-hdk-910b-npu-driver_{facts['hdk']}_linux-aarch64.run",
+                          f"Ascend-hdk-910b-npu-firmware_{facts['firmware']}.run"}
         assert wanted <= set(host.get("npu_driver_sha256")), (host.name, wanted)
         assert "npu_driver_firmware_version" not in _group_vars(name), \
             f"inventories/{name} types the firmware version beside the set"

@@ -39,7 +39,6 @@ EXAMPLE_HOSTS = {"m.example"}
 EXCEPTIONS = {
     ("declared", "ascend_installer", "ascend_installer_step"): "the loop_var of tasks/run.yml",
     ("declared", "ascend_stack", "ascend_stack_resolved"): "the fact it sets: the resolved set",
-    ("declared", "ascend_stack", "ascend_stack_env_resolved"): "the fact it sets: the env's set",
     ("declared", "hccl", "hccl_ranktable_content"): "the fact it sets: the rank table",
     ("declared", "model_store", "model_store_result"): "what it registers, read after the role",
     ("declared", "npu_network", "npu_network_plan"): "the fact it sets: the fleet's plan",

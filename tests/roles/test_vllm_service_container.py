@@ -19,7 +19,7 @@ from typing import Any
 
 import yaml
 from ansible_run import ansible_playbook, render_with_role_vars
-from paths import COLLECTION, ROLES
+from paths import DATA, ROLES, TEMPLATES
 from typer.testing import CliRunner
 
 from ascend_serve.cli.k8s import k8s_app
@@ -27,7 +27,7 @@ from ascend_serve.serving.profiles import load_profiles
 
 runner = CliRunner()
 ROLE = ROLES / "vllm_service"
-FACTS = yaml.safe_load((COLLECTION / "data" / "ascend-container.yml").read_text())
+FACTS = yaml.safe_load((DATA / "ascend-container.yml").read_text())
 IMAGE = "registry.example:5000/ascend/vllm-ascend:v0.13.0"
 UID, GID, NPU_GID = 990, 991, 1000
 
@@ -38,10 +38,11 @@ def _render(tmp_path: Path, profile: str, api_key: str) -> tuple[list[str], str]
     out.mkdir()
     task = {
         "name": "Render the unit and the launcher",
-        "ansible.builtin.template": {"src": str(ROLE / "templates" / "{{ item.src }}"),
+        "ansible.builtin.template": {"src": "{{ item.src }}",
                                      "dest": f"{out}/{{{{ item.dest }}}}", "mode": "0644"},
-        "loop": [{"src": "{{ _vllm_service_unit_template }}", "dest": "unit"},
-                 {"src": "vllm-launch.sh.j2", "dest": "launch.sh"}],
+        "loop": [{"src": f"{ROLE}/templates/{{{{ _vllm_service_unit_template }}}}",
+                  "dest": "unit"},
+                 {"src": str(TEMPLATES / "vllm-launch.sh.j2"), "dest": "launch.sh"}],
         "vars": {
             "_ctx": (
                 "{{ _vllm_service_profile | ascend_serve.fleet.vllm_launch_context("
@@ -153,8 +154,8 @@ def test_cpu_profile_passes_no_npu_devices(tmp_path: Path) -> None:
 def test_serving_env_leaves_out_the_python_env_of_a_container_host(tmp_path: Path) -> None:
     """The serving_env play (site.yml's, and upgrade.yml's the same way) skips python_env on a
     host whose server runs in a container: the image brings vLLM. Check mode on localhost with
-    ``--tags env``; the venv runtime, for contrast, runs the role (it resolves the set and, with
-    no set chosen here, stops)."""
+    ``--tags env``; the venv runtime, for contrast, runs the role (its dependency ascend_stack
+    resolves the set and, with no set chosen here, stops)."""
     inventory = tmp_path / "inventory.yml"
     inventory.write_text(yaml.safe_dump({"ascend_nodes": {"hosts": {"localhost": {
         "ansible_connection": "local", "ansible_python_interpreter": sys.executable}}}}))
@@ -171,8 +172,10 @@ def test_serving_env_leaves_out_the_python_env_of_a_container_host(tmp_path: Pat
     rc, out, counted = ran["container"]
     assert rc == 0, out
     assert counted["failed"] == 0 and counted["module_runs"] == counted["fact_gatherings"] == 1
-    assert "TASK [ascend_serve.fleet.python_env : Resolve the version set" in out
-    assert "skipping: [localhost]" in out.split("python_env : Resolve the version set", 1)[1]
+    # python_env's first task: its dependency ascend_stack's resolution of the set.
+    resolve = "ascend_stack : Resolve the version sets once"
+    assert f"TASK [ascend_serve.fleet.{resolve}" in out
+    assert "skipping: [localhost]" in out.split(resolve, 1)[1]
     rc, out, counted = ran["venv"]
     assert rc != 0 and counted["failed"] == 1, out
-    assert "fatal: [localhost]" in out.split("python_env : Resolve the version set", 1)[1]
+    assert "fatal: [localhost]" in out.split(resolve, 1)[1]

@@ -67,12 +67,17 @@ def test_two_node_profile_refuses_a_group_of_three(tmp_path: Path) -> None:
     assert "PLACEMENT" not in proc.stdout
 
 
+def _resolved(name: str) -> dict[str, Any]:
+    """The fact ascend_stack resolves (its part the profile check reads: the serving set)."""
+    return {"name": name, "serving": {"name": name}}
+
+
 def test_a_set_below_the_profiles_tutorial_is_refused_before_any_change(tmp_path: Path) -> None:
     # The set resolved in preflight (ascend_stack_resolved) is below V3.2's minimum (0.13.0).
     proc = _place(tmp_path, {"node-a": {"hccl_if_ip": "192.0.2.11",
-                                        "ascend_stack_resolved": {"name": "vllm-ascend-0.11.0"}},
+                                        "ascend_stack_resolved": _resolved("vllm-ascend-0.11.0")},
                              "node-b": {"hccl_if_ip": "192.0.2.12",
-                                        "ascend_stack_resolved": {"name": "vllm-ascend-0.11.0"}}},
+                                        "ascend_stack_resolved": _resolved("vllm-ascend-0.11.0")}},
                   "deepseek-v3.2-w8a8-2xa2")
     assert proc.returncode != 0
     assert "vllm_service on node-a: nothing was changed:" in proc.stdout
@@ -80,9 +85,9 @@ def test_a_set_below_the_profiles_tutorial_is_refused_before_any_change(tmp_path
     assert "fix: install set vllm-ascend-0.13.0" in proc.stdout
     assert "PLACEMENT" not in proc.stdout
     ok = _place(tmp_path, {"node-a": {"hccl_if_ip": "192.0.2.11",
-                                      "ascend_stack_resolved": {"name": "vllm-ascend-0.13.0"}},
+                                      "ascend_stack_resolved": _resolved("vllm-ascend-0.13.0")},
                            "node-b": {"hccl_if_ip": "192.0.2.12",
-                                      "ascend_stack_resolved": {"name": "vllm-ascend-0.13.0"}}},
+                                      "ascend_stack_resolved": _resolved("vllm-ascend-0.13.0")}},
                 "deepseek-v3.2-w8a8-2xa2")
     assert ok.returncode == 0, ok.stdout[-3000:]
 

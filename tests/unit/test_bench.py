@@ -20,8 +20,8 @@ from terminal import uncolored
 from typer.testing import CliRunner
 from vllm_server import VllmServer, free_port, server_counters, settled_counter_delta
 
+from ascend_serve.bench import energy, slo
 from ascend_serve.bench import metrics as benchmetrics
-from ascend_serve.bench import slo
 from ascend_serve.bench.metrics import RequestRecord, compute, parse_percentiles
 from ascend_serve.bench.openai_stub import StubServer
 from ascend_serve.bench.prompts import (
@@ -58,7 +58,7 @@ VLLM_SAVE_RESULT_FIELDS = [
     "mean_itl_ms", "median_itl_ms", "std_itl_ms", "p50_itl_ms", "p90_itl_ms", "p99_itl_ms",
     "mean_e2el_ms", "median_e2el_ms", "std_e2el_ms", "p50_e2el_ms", "p90_e2el_ms", "p99_e2el_ms",
 ]
-OUR_EXTRA_FIELDS = {"config", "server", "slo", "telemetry", "warmup"}
+OUR_EXTRA_FIELDS = {"config", "server", "slo", "telemetry", "cost", "warmup"}
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
 cli = typer.Typer()
@@ -458,7 +458,15 @@ def test_cli_writes_reports_with_vllm_field_names(word_tokenizer: Path, tmp_path
     assert saved["config"]["api_key"] is True and "sk-test" not in result.stdout
     assert saved["max_concurrency"] == 2 and saved["request_rate"] == "inf"
     assert saved["output_lens"] == [3] * 5
-    assert saved["telemetry"] == {"available": False, "reason": "no npu-smi found on this host"}
+    # No npu-smi here: the host's energy meter, or why there is none (this machine has none).
+    probe = energy.host_meter()
+    if probe.meter is None:
+        assert saved["telemetry"] == {"available": False, "reason": "no npu-smi found on this "
+                                      f"host; {probe.reason}"}
+    else:
+        assert saved["telemetry"]["kind"] == "host"
+        assert saved["telemetry"]["meter"] == probe.meter.kind
+    assert saved["cost"] is None  # no prices
     assert (out / "latency.png").read_bytes().startswith(PNG_MAGIC)
     import matplotlib.image
 

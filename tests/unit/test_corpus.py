@@ -25,8 +25,9 @@ def _samples(family: Path) -> list[Path]:
 
 
 def test_corpus_families_and_sizes() -> None:
-    assert [f.name for f in FAMILIES] == ["ascend-docker-runtime", "hccn_tool", "npu-exporter",
-                                          "npu-smi", "ranktable", "versions", "vllm-log"]
+    assert [f.name for f in FAMILIES] == ["ascend-docker-runtime", "faults", "hccn_tool",
+                                          "npu-exporter", "npu-smi", "ranktable", "versions",
+                                          "vllm-log"]
     sizes = {f.name: len(_samples(f)) for f in FAMILIES}
     # The floor: at least 20 `npu-smi info` tables.
     tables = [p for p in _samples(CORPUS / "npu-smi")

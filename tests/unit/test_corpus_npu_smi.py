@@ -19,7 +19,7 @@ import paths
 import pytest
 from corpus import reading
 
-from ascend_serve.node import npu_smi as reader
+from ansible_collections.ascend_serve.fleet.plugins.module_utils import npu_smi as reader
 from ascend_serve.stack import npusmi
 from ascend_sim import models
 from ascend_sim.devtools import hw

@@ -21,8 +21,8 @@ import paths
 import pytest
 from corpus import reading
 
-from ascend_serve.node import ascend_files
-from ascend_serve.node.ascend_files import AscendFileError
+from ansible_collections.ascend_serve.fleet.plugins.module_utils import ascend_files
+from ansible_collections.ascend_serve.fleet.plugins.module_utils.ascend_files import AscendFileError
 from ascend_sim.devtools import installer
 
 CORPUS = paths.CORPUS / "versions"
@@ -56,10 +56,12 @@ def _expected(name: str) -> dict[str, Any]:
     return reading(CORPUS / f"{name}.txt")
 
 
-def test_the_python_package_and_the_collection_share_one_file() -> None:
-    link = paths.ROOT / "python/ascend_serve/node/ascend_files.py"
-    assert link.is_symlink() and not os.path.isabs(os.readlink(link))
-    assert link.resolve() == Path(str(collection_files.__file__)).resolve()
+def test_the_reader_has_one_home_in_the_collection() -> None:
+    """The package's reader is the collection's module_utils file; no copy in the package."""
+    home = paths.PLUGINS / "module_utils" / "ascend_files.py"
+    assert Path(str(ascend_files.__file__)).resolve() == home.resolve()
+    assert Path(str(collection_files.__file__)).resolve() == home.resolve()
+    assert not (paths.ROOT / "python/ascend_serve/node/ascend_files.py").exists()
 
 
 @pytest.mark.parametrize("name", SAMPLES)

@@ -16,7 +16,10 @@ import pytest
 from ansible_run import module_result
 from paths import CORPUS
 
-from ascend_serve.node.npu_smi import hbm_total_mb, read_chips
+from ansible_collections.ascend_serve.fleet.plugins.module_utils.npu_smi import (
+    hbm_total_mb,
+    read_chips,
+)
 from ascend_serve.serving import nodecheck
 from ascend_serve.serving.fit import FitError, estimate
 from ascend_serve.serving.profiles import resolve

@@ -11,7 +11,12 @@ Every import counts: at module level, inside functions and under ``if TYPE_CHECK
   ``options`` (what commands share); ``console`` and ``options`` import no command; ``main``
   assembles every command module.
 - No module finds files through ``__file__``: package data comes through
-  :mod:`ascend_serve.resources` (importlib.resources), so an installed wheel finds it too.
+  :mod:`ascend_serve.resources`, so an installed wheel finds it too.
+- The collection's node-side code (``plugins/module_utils``, ``plugins/modules``) imports the
+  standard library, Ansible's own ``module_utils`` and the collection's ``module_utils`` only
+  (``module_utils/validate.py`` also httpx), and parses as Python 3.8; the package imports the
+  node-side readers from there, never through links.
+- No import cycles among the package's and the collection's modules.
 """
 
 from __future__ import annotations
@@ -26,12 +31,19 @@ import pytest
 from paths import ROOT
 
 PACKAGE_DIR = ROOT / "python" / "ascend_serve"
+COLLECTION_PKG = "ansible_collections.ascend_serve.fleet"
+MODULE_UTILS = f"{COLLECTION_PKG}.plugins.module_utils"
+ANSIBLE_MODULES = f"{COLLECTION_PKG}.plugins.modules"
 CLI = "ascend_serve.cli"
 NODE = "ascend_serve.node"
 CLI_SHARED = {f"{CLI}.console", f"{CLI}.options"}
 CLI_MAIN = f"{CLI}.main"
 # Third-party imports a node module may make, and why.
-NODE_EXTRA = {f"{NODE}.validate": {"httpx"}}  # runs with the serving environment's vLLM Python
+NODE_EXTRA = {
+    f"{MODULE_UTILS}.validate": {"httpx"},  # runs with the serving environment's vLLM Python
+    # the swarm run only, in a subprocess of the interpreter model_store_p2p_python names
+    f"{MODULE_UTILS}.model_p2p": {"libtorrent"},
+}
 NODE_PYTHON = (3, 8)
 
 
@@ -45,29 +57,35 @@ class Import:
         return f"{self.module} (line {self.line}) imports {self.target}"
 
 
-def _module_files() -> dict[str, Path]:
-    """Every module of the package by dotted name; the packaged collection is data, not code."""
+def _module_files(top: Path, prefix: str) -> dict[str, Path]:
+    """Every module under ``top`` by dotted name (``prefix`` + its path)."""
     found: dict[str, Path] = {}
-    for dirpath, dirnames, filenames in os.walk(PACKAGE_DIR):  # links to directories: not entered
-        dirnames[:] = sorted(d for d in dirnames if d not in ("_collections", "__pycache__"))
+    for dirpath, dirnames, filenames in os.walk(top):  # links to directories: not entered
+        dirnames[:] = sorted(d for d in dirnames if d != "__pycache__")
         for filename in sorted(filenames):
             if filename.endswith(".py"):
                 path = Path(dirpath) / filename
-                parts = path.relative_to(PACKAGE_DIR.parent).with_suffix("").parts
-                name = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
-                found[name] = path
+                parts = path.relative_to(top).with_suffix("").parts
+                parts = parts[:-1] if parts[-1] == "__init__" else parts
+                found[".".join((prefix, *parts))] = path
     return found
 
 
-MODULES = _module_files()
+MODULES = _module_files(PACKAGE_DIR, "ascend_serve")
+# The collection's Python (the repository root is the collection): plugins by dotted name.
+PLUGINS = _module_files(ROOT / "plugins", f"{COLLECTION_PKG}.plugins")
+NODE_SIDE = sorted(n for n in PLUGINS if n.startswith((MODULE_UTILS, ANSIBLE_MODULES)))
+
+
+ALL = {**MODULES, **PLUGINS}
 
 
 def _tree(name: str) -> ast.Module:
-    return ast.parse(MODULES[name].read_text(encoding="utf-8"), filename=str(MODULES[name]))
+    return ast.parse(ALL[name].read_text(encoding="utf-8"), filename=str(ALL[name]))
 
 
 def _package_of(name: str) -> str:
-    return name if MODULES[name].name == "__init__.py" else name.rpartition(".")[0]
+    return name if ALL[name].name == "__init__.py" else name.rpartition(".")[0]
 
 
 def imports_in(tree: ast.AST, name: str, package: str) -> list[Import]:
@@ -105,11 +123,19 @@ def _command_modules() -> list[str]:
     return [n for n in _cli_modules() if n not in CLI_SHARED and n != CLI_MAIN]
 
 
-def test_the_package_is_read() -> None:
-    """The walk sees the packages and the node modules that are links into the collection."""
-    assert {CLI_MAIN, f"{CLI}.deploy", "ascend_serve.fleet.deploy", f"{NODE}.validate",
-            f"{NODE}.hccn", "ascend_serve.resources", "ascend_serve.exitcodes"} <= set(MODULES)
-    assert not any("_collections" in n for n in MODULES)
+def test_the_package_and_the_collection_are_read() -> None:
+    assert {CLI_MAIN, f"{CLI}.deploy", "ascend_serve.fleet.deploy", f"{NODE}.doctor_collect",
+            "ascend_serve.resources", "ascend_serve.exitcodes"} <= set(MODULES)
+    assert {f"{MODULE_UTILS}.validate", f"{MODULE_UTILS}.npu_smi", f"{ANSIBLE_MODULES}.ledger",
+            f"{COLLECTION_PKG}.plugins.filter.stack"} <= set(PLUGINS)
+
+
+def test_no_links_share_code() -> None:
+    """One home per file: no link anywhere in the package or the collection's content."""
+    tops = [PACKAGE_DIR, *(ROOT / d for d in ("roles", "playbooks", "plugins", "data",
+                                             "templates", "meta"))]
+    links = [str(p.relative_to(ROOT)) for top in tops for p in top.rglob("*") if p.is_symlink()]
+    assert links == []
 
 
 def test_the_reader_sees_every_kind_of_import() -> None:
@@ -143,10 +169,95 @@ def test_node_imports_the_standard_library_and_node_only() -> None:
     assert not bad, "node code imports beyond the standard library:\n" + "\n".join(bad)
 
 
-@pytest.mark.parametrize("name", sorted(n for n in MODULES if _within(n, NODE)))
+@pytest.mark.parametrize("name", sorted(n for n in MODULES if _within(n, NODE)) + NODE_SIDE)
 def test_node_parses_as_python_3_8(name: str) -> None:
-    ast.parse(MODULES[name].read_text(encoding="utf-8"), filename=str(MODULES[name]),
+    ast.parse(ALL[name].read_text(encoding="utf-8"), filename=str(ALL[name]),
               feature_version=NODE_PYTHON)
+
+
+def test_the_collections_node_side_imports_the_standard_library_and_its_own() -> None:
+    stdlib = set(sys.stdlib_module_names) | {"__future__"}
+    bad = []
+    for name in NODE_SIDE:
+        for i in imports_of(name):
+            top = i.target.split(".")[0]
+            allowed = (_within(i.target, MODULE_UTILS) or _within(i.target, "ansible.module_utils")
+                       or (top in stdlib and top != "ansible")
+                       or top in NODE_EXTRA.get(name, set()))
+            if not allowed:
+                bad.append(str(i))
+    assert not bad, "node-side collection code imports beyond its own:\n" + "\n".join(bad)
+
+
+def test_the_package_reaches_the_collection_only_through_module_utils() -> None:
+    """The package imports the node-side readers from the collection (their one home) and
+    nothing else of it; the collection's filters import the package plainly."""
+    bad = [str(i) for name in MODULES for i in imports_of(name)
+           if _within(i.target, "ansible_collections") and not _within(i.target, MODULE_UTILS)]
+    assert not bad, "\n".join(bad)
+
+
+def _first_party(target: str) -> str | None:
+    """The module of ours an import names (``from a import b``: b when it is a module)."""
+    while target:
+        if target in ALL:
+            return target
+        target = target.rpartition(".")[0]
+    return None
+
+
+def test_no_import_cycles() -> None:
+    """Among the package's and the collection's modules, module-level imports and lazy ones
+    alike (a package's ``__init__`` importing its own modules is not a cycle)."""
+    graph: dict[str, set[str]] = {name: set() for name in ALL}
+    for name in ALL:
+        for i in imports_of(name):
+            target = _first_party(i.target)
+            if target and target != name and not (
+                    ALL[target].name == "__init__.py" and _within(name, target)):
+                graph[name].add(target)
+    cycles = _cycles(graph)
+    assert not cycles, "import cycles:\n" + "\n".join(" -> ".join(c) for c in cycles)
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for succ in sorted(graph[node]):
+            if succ not in index:
+                visit(succ)
+                low[node] = min(low[node], low[succ])
+            elif succ in on_stack:
+                low[node] = min(low[node], index[succ])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                member = stack.pop()
+                on_stack.discard(member)
+                component.append(member)
+                if member == node:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return found
+
+
+def test_the_cycle_finder_finds_a_cycle() -> None:
+    assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    assert _cycles({"a": {"b"}, "b": set()}) == []
 
 
 def test_commands_do_not_import_each_other() -> None:

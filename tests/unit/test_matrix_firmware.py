@@ -10,7 +10,7 @@ import pytest
 import yaml
 from paths import DATA, ROOT
 
-from ascend_serve.mirror.inventory import read_hosts, stack_of
+from ascend_serve.mirror.inventory import read_hosts, resolved_sets
 from ascend_serve.stack.matrix import MatrixError, load_matrix, parse_matrix, resolve
 
 
@@ -65,6 +65,5 @@ def test_npu_driver_takes_the_firmware_from_the_set() -> None:
         assert host.with_vars(ascend_stack_resolved=stack.as_facts()).get(
             "npu_driver_firmware_version") == expected
     (local,) = read_hosts(ROOT / "inventories" / "local")
-    stack = stack_of(local, matrix)
-    assert local.with_vars(ascend_stack_resolved=stack.as_facts()).get(
+    assert local.with_vars(ascend_stack_resolved=resolved_sets(local, matrix)).get(
         "npu_driver_firmware_version") == local.variables["npu_driver_firmware_version"]

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 import yaml
-from paths import DATA
+from paths import DATA, TEMPLATES
 from typer.testing import CliRunner
 
 from ascend_serve.cli.main import app
@@ -195,7 +195,7 @@ def test_ansible_renders_the_same_launcher(tmp_path: Path) -> None:
     proc = subprocess.run(
         [str(Path(sys.executable).parent / "ansible"), "localhost", "-c", "local",
          "-i", "localhost,", "-m", "ansible.builtin.template",
-         "-a", f"src={launcher.TEMPLATES_DIR / launcher.LAUNCHER_TEMPLATE} dest={out}",
+         "-a", f"src={TEMPLATES / launcher.LAUNCHER_TEMPLATE} dest={out}",
          "-e", f"@{tmp_path / 'ctx.json'}",
          "-e", f"ansible_python_interpreter={sys.executable}"],
         capture_output=True, text=True, env=env, cwd=ROOT, check=False,

@@ -26,7 +26,7 @@ import paths
 import pytest
 from corpus import reading
 
-from ascend_serve.node import vllm_log as reader
+from ansible_collections.ascend_serve.fleet.plugins.module_utils import vllm_log as reader
 
 CORPUS = paths.CORPUS / "vllm-log"
 SAMPLES = sorted(p.name.removesuffix(".expected.json") for p in CORPUS.glob("*.expected.json"))
@@ -42,11 +42,11 @@ def expected(name: str) -> dict[str, Any]:
     return reading(CORPUS / f"{name}.log")
 
 
-def test_the_python_package_and_the_collection_share_one_file() -> None:
-    link = paths.ROOT / "python" / "ascend_serve" / "node" / "vllm_log.py"
-    assert link.is_symlink() and not os.path.isabs(os.readlink(link))
-    target = paths.COLLECTION / "plugins/module_utils/vllm_log.py"
-    assert link.resolve() == target.resolve()
+def test_the_reader_has_one_home_in_the_collection() -> None:
+    """The package imports the collection's module_utils file; no copy in the package."""
+    home = paths.PLUGINS / "module_utils" / "vllm_log.py"
+    assert Path(str(reader.__file__)).resolve() == home.resolve()
+    assert not (paths.ROOT / "python" / "ascend_serve" / "node" / "vllm_log.py").exists()
 
 
 def test_the_corpus_covers_every_phase_and_failure() -> None:

@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from ascend_serve.bench.cost import cost_line
 from ascend_serve.bench.metrics import MS, percentile_label
 from ascend_serve.bench.runner import BenchResult
 
@@ -121,26 +122,35 @@ def markdown(results: Sequence[BenchResult], plots: Sequence[str] = ()) -> str:
         lines += ["", f"**Verdict: {'PASS' if overall else 'FAIL'}**"]
     telemetry = [(r, t) for r in results if (t := r.telemetry) is not None]
     if telemetry:
-        lines += ["", "## NPU telemetry", ""]
+        lines += ["", "## Energy and telemetry", ""]
         for r, t in telemetry:
             if not t.get("available", True):
-                lines.append(f"- {run_label(r)}: not sampled ({t.get('reason')})")
+                lines.append(f"- {run_label(r)}: energy not measured ({t.get('reason')})")
                 continue
             tpj = t.get("tokens_per_joule")
             imbalance = t.get("imbalance") or {}
             spread = ", ".join(f"{k} spread {v.get('spread_pct')}% (busiest {v.get('busiest')}, "
                                f"idlest {v.get('idlest')})" for k, v in imbalance.items())
+            source = (f"host {t.get('meter')} ({', '.join(t.get('sensors') or [])})"
+                      if t.get("kind") == "host" else "npu-smi")
             lines.append(
-                f"- {run_label(r)}: {t.get('samples')} samples, energy "
+                f"- {run_label(r)}: {source}, {t.get('samples')} samples, energy "
                 f"{_fmt(t.get('energy_j'), '{:.1f}')} J, mean power "
                 f"{_fmt(t.get('mean_power_w'), '{:.1f}')} W, tokens/J {_fmt(tpj, '{:.3f}')}"
                 + (f"; {spread}" if spread else ""))
+    costs = [(r, r.cost) for r in results if r.cost is not None]
+    if costs:
+        lines += ["", "## Cost", ""]
+        for r, cost in costs:
+            lines.append(f"- {run_label(r)}: {cost_line(cost)}"
+                         + "".join(f"; {n}" for n in cost.get("notes", [])))
     if plots:
         lines += ["", "## Plots", ""] + [f"![{Path(p).stem}]({Path(p).name})" for p in plots]
     return "\n".join(lines) + "\n"
 
 
-def _pyplot() -> Any:
+def pyplot() -> Any:
+    """matplotlib's pyplot on the Agg backend (no display): every plot of bench's reports."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -151,7 +161,7 @@ def _pyplot() -> Any:
 
 def plot_latency(result: BenchResult, path: Path) -> Path:
     """CDFs of TTFT, TPOT, ITL and E2E latency (ms) of one run, percentiles marked."""
-    plt = _pyplot()
+    plt = pyplot()
     done = [r for r in result.records if r.success]
     series = {
         "TTFT": [r.ttft * MS for r in done],
@@ -186,7 +196,7 @@ def plot_latency(result: BenchResult, path: Path) -> Path:
 
 def plot_sweep(results: Sequence[BenchResult], path: Path) -> Path:
     """Output throughput and p99 E2E latency against concurrency."""
-    plt = _pyplot()
+    plt = pyplot()
     runs = sorted((r for r in results if r.config.max_concurrency is not None),
                   key=lambda r: r.config.max_concurrency or 0)
     xs = [r.config.max_concurrency or 0 for r in runs]

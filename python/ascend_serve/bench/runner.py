@@ -35,7 +35,10 @@ from the server; exit 3), :class:`BenchError` (the warm-up failed; exit 3).
 
 Telemetry (``telemetry=True``): the measured phase of each run is wrapped with the
 ``npu-smi`` sampler of :mod:`ascend_serve.bench.telemetry` of *this* host (run bench on the serving
-node); its report and the tokens per joule go under ``telemetry`` in the result.
+node) or, without npu-smi, the host's energy meter (:func:`ascend_serve.bench.energy.host_meter`:
+RAPL, hwmon or IPMI); its report and the tokens per joule (:func:`energy.tokens_per_joule`)
+go under ``telemetry`` in the result, or why nothing was measured. ``BenchResult.cost`` (set by
+the caller from prices, :mod:`ascend_serve.bench.cost`) goes under ``cost``.
 """
 
 from __future__ import annotations
@@ -60,6 +63,13 @@ from urllib.parse import urlsplit
 import httpx
 import numpy as np
 
+from ansible_collections.ascend_serve.fleet.plugins.module_utils.validate_wire import (
+    CheckError,
+    base_url,
+    parse_sse,
+    url_error,
+)
+from ascend_serve.bench import energy
 from ascend_serve.bench import metrics as benchmetrics
 from ascend_serve.bench.metrics import DEFAULT_PERCENTILES, RequestRecord
 from ascend_serve.bench.prompts import (
@@ -74,7 +84,6 @@ from ascend_serve.bench.prompts import (
 )
 from ascend_serve.bench.slo import Slo, Verdict, evaluate
 from ascend_serve.bench.telemetry import TelemetrySampler, sampler_for
-from ascend_serve.node.validate import CheckError, base_url, parse_sse, url_error
 
 # httpcore asks ``import sniffio`` for every lock it sets up (several per request) and falls back
 # to asyncio when that fails; Python does not remember a failed import, so without sniffio each
@@ -214,6 +223,7 @@ class BenchResult:
     verdict: Verdict | None = None
     telemetry: dict[str, Any] | None = None
     warmup_records: list[RequestRecord] = field(default_factory=list)
+    cost: dict[str, Any] | None = None
     date: str = field(default_factory=lambda: datetime.now().strftime("%Y%m%d-%H%M%S"))
 
     @property
@@ -249,7 +259,7 @@ class BenchResult:
 
     def to_json_dict(self) -> dict[str, Any]:
         """``vllm bench serve --save-result --save-detailed``'s fields, then ours: ``config``,
-        ``server``, ``slo`` (the verdict), ``telemetry``, ``warmup``."""
+        ``server``, ``slo`` (the verdict), ``telemetry``, ``cost``, ``warmup``."""
         cfg = self.config
         backend = VLLM_BACKENDS[cfg.endpoint]
         out: dict[str, Any] = {
@@ -271,6 +281,7 @@ class BenchResult:
         out["server"] = asdict(self.server)
         out["slo"] = self.verdict.to_dict() if self.verdict is not None else None
         out["telemetry"] = self.telemetry
+        out["cost"] = self.cost
         done = [r for r in self.warmup_records if r.success]
         out["warmup"] = {"requests": len(self.warmup_records), "completed": len(done),
                          "prompt_tokens": sum(r.prompt_len for r in done),
@@ -596,31 +607,45 @@ async def _measure(client: _Client, config: BenchConfig, prepared: _Prepared,
     return records, time.perf_counter() - start
 
 
-def _telemetry_sampler(config: BenchConfig) -> TelemetrySampler | None:
-    """The npu-smi sampler for one run, or None (no telemetry asked, or no npu-smi)."""
+def _telemetry_sampler(config: BenchConfig) -> TelemetrySampler | energy.Probe | None:
+    """The npu-smi sampler for one run; without npu-smi, the host's energy probe (a meter, or
+    why there is none); None when no telemetry is asked."""
     if not config.telemetry:
         return None
-    return sampler_for(config.npu_smi, config.telemetry_interval_s)
+    sampler = sampler_for(config.npu_smi, config.telemetry_interval_s)
+    if sampler is not None:
+        return sampler
+    return energy.host_meter(config.telemetry_interval_s)
+
+
+def _telemetry(sampler: TelemetrySampler | energy.Probe, output_tokens: int) -> dict[str, Any]:
+    if isinstance(sampler, TelemetrySampler):
+        report = sampler.report()
+        return {"available": True, **report.to_dict(),
+                "tokens_per_joule": energy.tokens_per_joule(output_tokens, report.energy_j)}
+    if sampler.meter is None:
+        return {"available": False,
+                "reason": f"no npu-smi found on this host; {sampler.reason}"}
+    host = sampler.meter.report()
+    return {"available": True, **host.to_dict(),
+            "tokens_per_joule": energy.tokens_per_joule(output_tokens, host.energy_j)}
 
 
 async def _run_one(client: _Client, config: BenchConfig, prepared: _Prepared,
                    progress: Progress | None) -> BenchResult:
     warmup = await _warmup(client, config, prepared)
     sampler = _telemetry_sampler(config)
-    with sampler if sampler is not None else contextlib.nullcontext():
+    meter: contextlib.AbstractContextManager[Any] = (
+        sampler if isinstance(sampler, TelemetrySampler) else
+        sampler.meter if sampler is not None and sampler.meter is not None else
+        contextlib.nullcontext())
+    with meter:
         records, duration = await _measure(client, config, prepared, progress)
     goodput = (dict(config.slo.per_request_ms)
                if config.slo is not None and config.slo.per_request_ms else None)
     metrics = benchmetrics.compute(records, duration, config.all_percentiles(), goodput)
-    telemetry: dict[str, Any] | None = None
-    if config.telemetry:
-        if sampler is None:
-            telemetry = {"available": False, "reason": "no npu-smi found on this host"}
-        else:
-            report = sampler.report()
-            telemetry = {"available": True, **report.to_dict(),
-                         "tokens_per_joule": report.tokens_per_joule(
-                             metrics["total_output_tokens"])}
+    telemetry = (_telemetry(sampler, metrics["total_output_tokens"])
+                 if sampler is not None else None)
     verdict = evaluate(metrics, config.slo, config.cards) if config.slo is not None else None
     return BenchResult(config=config, server=prepared.server, tokenizer_id=prepared.tokenizer_id,
                        metrics=metrics, records=records, verdict=verdict, telemetry=telemetry,

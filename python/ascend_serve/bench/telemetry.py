@@ -23,7 +23,6 @@ the sampler carries on, since telemetry must never stop the benchmark it observe
 
 from __future__ import annotations
 
-import itertools
 import threading
 import time
 from collections.abc import Callable
@@ -32,6 +31,7 @@ from statistics import fmean
 from types import TracebackType
 from typing import Any
 
+from ascend_serve.bench import energy
 from ascend_serve.stack import npusmi
 from ascend_serve.stack.npusmi import Chip
 
@@ -105,11 +105,9 @@ def _imbalance(metric: str, per_chip: dict[str, float]) -> Imbalance | None:
 
 def energy_joules(samples: list[Sample]) -> float | None:
     """Trapezoid integral of the node's summed chip power; None without two powered samples."""
-    points = [(s.t, sum(c.power_w for c in s.chips if c.power_w is not None))
-              for s in samples if any(c.power_w is not None for c in s.chips)]
-    if len(points) < 2:
-        return None
-    return sum((t1 - t0) * (p0 + p1) / 2 for (t0, p0), (t1, p1) in itertools.pairwise(points))
+    return energy.energy_of_power(
+        [(s.t, sum(c.power_w for c in s.chips if c.power_w is not None))
+         for s in samples if any(c.power_w is not None for c in s.chips)])
 
 
 @dataclass
@@ -128,9 +126,7 @@ class TelemetryReport:
 
     def tokens_per_joule(self, output_tokens: int) -> float | None:
         """Generated tokens per joule of chip energy; None when the power was not measured."""
-        if not self.energy_j or self.energy_j <= 0:
-            return None
-        return output_tokens / self.energy_j
+        return energy.tokens_per_joule(output_tokens, self.energy_j)
 
     def to_dict(self) -> dict[str, Any]:
         return {

@@ -28,6 +28,7 @@ import yaml
 
 from ascend_serve.bench.report import write_json
 from ascend_serve.bench.runner import BenchConfig, BenchError, run_benchmark
+from ascend_serve.bench.slo import Verdict
 from ascend_serve.serving import launcher
 from ascend_serve.serving.nodecheck import ascend_set_env
 from ascend_serve.serving.profiles import Profile, ProfileError, load_raw, merge
@@ -43,22 +44,47 @@ class TuneError(ValueError):
 
 @dataclass(frozen=True)
 class Setting:
-    """One server configuration of the sweep."""
+    """One server configuration: the vLLM engine arguments a trial sets (None: the profile's
+    value, or vLLM's default). vLLM reads all of them when its engine starts, so a new value
+    means a new server."""
 
     max_num_seqs: int
     max_num_batched_tokens: int | None = None
+    gpu_memory_utilization: float | None = None
+    enable_chunked_prefill: bool | None = None
 
     @property
     def label(self) -> str:
-        tokens = "" if self.max_num_batched_tokens is None else \
-            f"-bt{self.max_num_batched_tokens}"
-        return f"seqs{self.max_num_seqs}{tokens}"
+        parts = [f"seqs{self.max_num_seqs}"]
+        if self.max_num_batched_tokens is not None:
+            parts.append(f"bt{self.max_num_batched_tokens}")
+        if self.gpu_memory_utilization is not None:
+            parts.append(f"gmu{self.gpu_memory_utilization:g}")
+        if self.enable_chunked_prefill is not None:
+            parts.append("cp" if self.enable_chunked_prefill else "nocp")
+        return "-".join(parts)
 
-    def vllm_flags(self) -> dict[str, int]:
-        flags = {"max-num-seqs": self.max_num_seqs}
+    def vllm_flags(self) -> dict[str, int | float | bool]:
+        """The profile's ``vllm`` entries of this setting. Chunked prefill is a
+        ``BooleanOptionalAction`` flag in vLLM (``--enable-chunked-prefill`` /
+        ``--no-enable-chunked-prefill``, vllm/engine/arg_utils.py); the launcher renders a
+        ``true`` entry as the bare flag and drops a ``false`` one, so both spellings are set and
+        the unwanted one is ``false`` (it also drops a profile's opposite entry)."""
+        flags: dict[str, int | float | bool] = {"max-num-seqs": self.max_num_seqs}
         if self.max_num_batched_tokens is not None:
             flags["max-num-batched-tokens"] = self.max_num_batched_tokens
+        if self.gpu_memory_utilization is not None:
+            flags["gpu-memory-utilization"] = self.gpu_memory_utilization
+        if self.enable_chunked_prefill is not None:
+            flags["enable-chunked-prefill"] = self.enable_chunked_prefill
+            flags["no-enable-chunked-prefill"] = not self.enable_chunked_prefill
         return flags
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"max_num_seqs": self.max_num_seqs,
+                "max_num_batched_tokens": self.max_num_batched_tokens,
+                "gpu_memory_utilization": self.gpu_memory_utilization,
+                "enable_chunked_prefill": self.enable_chunked_prefill}
 
 
 @dataclass
@@ -70,6 +96,30 @@ class Measurement:
     slo_detail: list[str] = field(default_factory=list)
     telemetry: dict[str, Any] | None = None
     result_file: str | None = None
+    slo_miss: float | None = None  # how far the SLO was missed (slo_violation); None: unknown
+
+    @property
+    def violation(self) -> float:
+        """0 when the SLO was met; else how far it was missed (1 when that is unknown)."""
+        if self.slo_ok:
+            return 0.0
+        return self.slo_miss if self.slo_miss is not None and self.slo_miss > 0 else 1.0
+
+
+def slo_violation(verdict: Verdict) -> float:
+    """How far a run missed its SLO: the sum over the failed targets of the miss relative to
+    the threshold (p99 TTFT 3000 ms against 2000: 0.5), a target with no value counting 1;
+    0 when every target passed."""
+    total = 0.0
+    for r in verdict.results:
+        if r.passed:
+            continue
+        if r.measured is None:
+            total += 1.0
+            continue
+        scale = abs(r.threshold) if r.threshold else 1.0
+        total += max(abs(r.measured - r.threshold) / scale, 1e-6)
+    return total
 
 
 @dataclass
@@ -90,8 +140,7 @@ class Trial:
     def to_dict(self) -> dict[str, Any]:
         m = self.measurement
         return {
-            "setting": {"max_num_seqs": self.setting.max_num_seqs,
-                        "max_num_batched_tokens": self.setting.max_num_batched_tokens},
+            "setting": self.setting.to_dict(),
             "label": self.setting.label,
             "concurrency": self.concurrency,
             "error": self.error,
@@ -154,7 +203,8 @@ def bench_measure(base: BenchConfig, trials_dir: Path) -> Measure:
             metrics=result.headline(), slo_ok=verdict is not None and verdict.passed,
             slo_detail=[line for line in (verdict.lines() if verdict else [])
                         if line.startswith("FAIL")],
-            telemetry=result.telemetry, result_file=str(path))
+            telemetry=result.telemetry, result_file=str(path),
+            slo_miss=slo_violation(verdict) if verdict is not None else None)
 
     return measure
 
@@ -266,6 +316,8 @@ def markdown(name: str, trials: Sequence[Trial], winner: Trial | None, objective
                   f"{_fmt(best)} ({objective}).", ""]
     cols = ["request_throughput", "output_throughput", "p99_ttft_ms", "p99_tpot_ms",
             "p99_e2el_ms"]
+    if objective not in cols:
+        cols.insert(0, objective)
     lines.append("| setting | concurrency | " + " | ".join(cols) + " | SLO | note |")
     lines.append("|---" * (len(cols) + 4) + "|")
     for t in trials:
@@ -281,15 +333,20 @@ def markdown(name: str, trials: Sequence[Trial], winner: Trial | None, objective
 
 
 def write_outputs(out: Path, *, name: str, trials: Sequence[Trial], winner: Trial | None,
-                  objective: str, slo: str, tuned: dict[str, Any] | None) -> dict[str, Path]:
-    """tune.json, tune.md and, with a winner, the profile file and the inventory overrides."""
+                  objective: str, slo: str, tuned: dict[str, Any] | None,
+                  search: dict[str, Any] | None = None) -> dict[str, Path]:
+    """tune.json, tune.md and, with a winner, the profile file and the inventory overrides;
+    ``search``: the study of ``tune --search`` (kept under ``search`` in tune.json)."""
     out.mkdir(parents=True, exist_ok=True)
     paths = {"json": out / "tune.json", "markdown": out / "tune.md"}
-    paths["json"].write_text(json.dumps({
+    report: dict[str, Any] = {
         "profile": name, "objective": objective, "slo": slo,
         "winner": winner.to_dict() if winner else None,
         "trials": [t.to_dict() for t in trials],
-    }, indent=2) + "\n", encoding="utf-8")
+    }
+    if search is not None:
+        report["search"] = search
+    paths["json"].write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
     paths["markdown"].write_text(markdown(name, trials, winner, objective, slo),
                                  encoding="utf-8")
     if winner is not None and tuned is not None:

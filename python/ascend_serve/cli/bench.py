@@ -11,7 +11,22 @@ import typer
 from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
+from typer.core import TyperGroup
 
+from ansible_collections.ascend_serve.fleet.plugins.module_utils.validate_wire import (
+    DEFAULT_API_KEY_ENV,
+    url_error,
+)
+from ascend_serve.bench import compare as comparing
+from ascend_serve.bench.cost import (
+    INVENTORY_VARIABLE,
+    PriceError,
+    Prices,
+    cost_line,
+    cost_per_mtok,
+    prices_from,
+    prices_of_inventory,
+)
 from ascend_serve.bench.metrics import RequestRecord, parse_percentiles
 from ascend_serve.bench.report import latency_rows, run_label, sweep_rows, write_reports
 from ascend_serve.bench.runner import (
@@ -51,7 +66,6 @@ from ascend_serve.cli.options import (
     json_option,
     positive_ints,
 )
-from ascend_serve.node.validate import DEFAULT_API_KEY_ENV, url_error
 from ascend_serve.stack import npusmi
 
 
@@ -108,10 +122,46 @@ def _telemetry_line(r: BenchResult) -> str | None:
     if t is None:
         return None
     if not t.get("available", True):
-        return f"telemetry ({run_label(r)}): {t.get('reason')}"
+        return f"energy ({run_label(r)}): not measured: {t.get('reason')}"
     tpj = t.get("tokens_per_joule")
-    return (f"telemetry ({run_label(r)}): {t.get('samples')} npu-smi samples, energy "
+    source = f"host {t.get('meter')}" if t.get("kind") == "host" else "npu-smi"
+    return (f"energy ({run_label(r)}): {t.get('samples')} {source} samples, "
             f"{t.get('energy_j')} J, tokens/J {'n/a' if tpj is None else f'{tpj:.3f}'}")
+
+
+def read_prices(prices: list[str], inventory: Path | None, host: str | None) -> Prices:
+    """``--price`` values over the inventory's ``ascend_serve_bench_prices`` (of ``host``, or
+    the same on every host); raises ``PriceError``."""
+    defaults: list[str] = []
+    if inventory is not None:
+        from ascend_serve.mirror.inventory import InventoryError, read_hosts
+
+        try:
+            hosts = read_hosts(inventory, host)
+            found = {h.name: prices_of_inventory(h.get(INVENTORY_VARIABLE), f"host {h.name}")
+                     for h in hosts}
+        except InventoryError as exc:
+            raise PriceError(str(exc)) from exc
+        distinct = {tuple(v) for v in found.values()}
+        if distinct == {()}:
+            raise PriceError(f"{inventory}: no host{' ' + host if host else ''} sets "
+                             f"{INVENTORY_VARIABLE}")
+        if len(distinct) > 1:
+            raise PriceError(f"{inventory}: the hosts' {INVENTORY_VARIABLE} differ "
+                             f"({', '.join(sorted(found))}): name one with --prices-host")
+        defaults = list(distinct.pop())
+    elif host is not None:
+        raise PriceError("--prices-host needs --prices-inventory")
+    return prices_from(prices, defaults)
+
+
+def add_cost(result: BenchResult, prices: Prices, servers: int) -> None:
+    """The run's cost per million output tokens (``result.cost``), when there are prices."""
+    tpj = (result.telemetry or {}).get("tokens_per_joule")
+    report = cost_per_mtok(prices, output_throughput=result.output_throughput,
+                           tokens_per_joule=tpj if isinstance(tpj, (int, float)) else None,
+                           cards=result.config.cards, servers=servers)
+    result.cost = report.model_dump() if report is not None else None
 
 
 def bench(
@@ -162,11 +212,26 @@ def bench(
         help="Seconds to wait for any answer of a request.")] = DEFAULT_TIMEOUT,
     telemetry: Telemetry = True,
     npu_smi: NpuSmi = None,
+    price: Annotated[list[str] | None, typer.Option(
+        metavar="PRICE", help="A price with its unit, for the cost per million output tokens: "
+        "'12.5 USD/card-hour', '30 USD/server-hour', '0.8 CNY/kWh' (one currency). "
+        "Repeatable; wins over the inventory's.")] = None,
+    prices_inventory: Annotated[Path | None, typer.Option(
+        metavar="INVENTORY", help=f"Read the prices from this inventory's {INVENTORY_VARIABLE} "
+        "(a list of prices, e.g. in group_vars/all.yml).")] = None,
+    prices_host: Annotated[str | None, typer.Option(
+        metavar="HOST", help="The inventory host whose prices count (default: the same on "
+        "every host).")] = None,
+    servers: Annotated[int, typer.Option(
+        min=1, help="Servers serving (multiplies a server-hour price; --cards multiplies a "
+        "card-hour price).")] = 1,
 ) -> None:
     """Benchmark a running OpenAI-compatible vLLM server with streaming requests.
 
     TTFT, TPOT, ITL, E2E latency and throughput under vllm bench serve's names; goodput and a
-    PASS/FAIL verdict against an SLO.
+    PASS/FAIL verdict against an SLO; energy and tokens per joule (npu-smi, else the host's
+    RAPL, hwmon or IPMI); with prices, the cost per million output tokens. Compare two results
+    with: ascend-serve bench compare A.json B.json.
 
     Exit 0: done (SLO met); 1: the SLO was missed; 2: bad arguments (nothing sent);
     3: the server did not answer or every request failed.
@@ -194,7 +259,8 @@ def bench(
             ignore_eos=ignore_eos, api_key=api_key or None, percentiles=pcts, slo=objective,
             cards=cards, timeout=timeout, telemetry=telemetry, npu_smi=npu_smi)
         config.check()
-    except (ValueError, SloError, BenchConfigError) as exc:
+        prices = read_prices(price or [], prices_inventory, prices_host)
+    except (ValueError, SloError, BenchConfigError) as exc:  # PriceError is a ValueError
         raise fail(str(exc)) from exc
 
     sweep = len(concurrencies) > 1
@@ -225,6 +291,9 @@ def bench(
         except BenchError as exc:
             raise fail(str(exc), EXIT_FAILED) from exc
 
+    if prices:
+        for r in results:
+            add_cost(r, prices, servers)
     written = write_reports(results, out, sweep=sweep) if out is not None else []
     if as_json:
         data: Any = ({"sweep": sweep_rows(results), "runs": [r.to_json_dict() for r in results]}
@@ -236,6 +305,10 @@ def bench(
             line = _telemetry_line(r)
             if line:
                 console.print(escape(line), highlight=False)
+            if r.cost is not None:
+                console.print(escape(f"{cost_line(r.cost)} ({run_label(r)})"), highlight=False)
+                for note in r.cost.get("notes", []):
+                    console.print(escape(f"  {note}"), highlight=False)
             errors = r.first_errors()
             if errors:
                 console.print(f"[red]{r.failed} failed ({escape(run_label(r))}); first: "
@@ -251,3 +324,69 @@ def bench(
     if any(r.verdict is not None and not r.verdict.passed for r in results):
         raise typer.Exit(EXIT_CHECK_FAILED)
     raise typer.Exit(EXIT_OK)
+
+
+def compare(
+    a: Annotated[Path, typer.Argument(metavar="A.json", help="The first bench result.")],
+    b: Annotated[Path, typer.Argument(metavar="B.json", help="The second bench result.")],
+    as_json: Annotated[bool, json_option("Print the comparison as JSON.")] = False,
+    plot: Annotated[Path | None, typer.Option(
+        "--plot", metavar="FILE.png", help="Also draw both runs and the ratios.")] = None,
+) -> None:
+    """Two bench runs side by side with ratios B/A: TTFT and TPOT p50/p99, E2E latency p99,
+    throughput, goodput, tokens per joule, cost per million output tokens.
+
+    The inputs are bench result files (bench.json, bench-c<N>.json, or bench --json's output of
+    one run). Exit 0: compared; 2: a file is unreadable or not a bench result.
+    """
+    try:
+        result = comparing.report(a, b)
+    except comparing.CompareError as exc:
+        raise fail(str(exc)) from exc
+    if plot is not None:
+        if plot.suffix.lower() != ".png":
+            raise fail(f"--plot {plot}: write a .png file")
+        if not plot.parent.is_dir():
+            raise fail(f"--plot {plot}: {plot.parent} is not a directory")
+        result["plot"] = str(comparing.plot(result, plot))
+    if as_json:
+        typer.echo(json.dumps(result, indent=1))
+        raise typer.Exit(EXIT_OK)
+    table = Table(title=escape(f"A = {result['a']['run']}\nB = {result['b']['run']}"),
+                  title_justify="left")
+    for col, justify in (("Metric", "left"), ("A", "right"), ("B", "right"),
+                         ("B/A", "right"), ("better", "center")):
+        table.add_column(col, justify=justify)  # type: ignore[arg-type]
+    for row in result["rows"]:
+        unit = f" ({row['unit']})" if row["unit"] else ""
+
+        def cell(value: float | None) -> str:
+            return "not measured" if value is None else f"{value:.4g}"
+
+        table.add_row(f"{row['label']}{unit}", cell(row["a"]), cell(row["b"]),
+                      "-" if row["ratio"] is None else f"{row['ratio']:.3f}",
+                      row["better"] or "-")
+    console.print(table)
+    for note in result["notes"]:
+        console.print(escape(f"note: {note}"), highlight=False)
+    if plot is not None:
+        console.print(f"wrote {escape(str(plot))}", highlight=False)
+    raise typer.Exit(EXIT_OK)
+
+
+class _BenchGroup(TyperGroup):
+    """``bench URL ...`` runs a benchmark (the ``run`` command) and ``bench compare A B``
+    compares two results: an argument that is not a subcommand's name goes to ``run``."""
+
+    def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
+        if not args or args[0] not in self.commands:
+            args = ["run", *args]
+        return super().parse_args(ctx, args)
+
+
+bench_app = typer.Typer(
+    cls=_BenchGroup, rich_markup_mode=None,
+    help="Benchmark a running vLLM server (bench URL ...), or compare two results "
+    "(bench compare A.json B.json).")
+bench_app.command("run")(bench)
+bench_app.command("compare")(compare)

@@ -1,21 +1,35 @@
-"""``ascend-serve doctor``: the command (registered in :mod:`ascend_serve.cli.main`)."""
+"""``ascend-serve doctor``: the commands (registered in :mod:`ascend_serve.cli.main`).
+
+``doctor [HOST ...]`` examines hosts (this machine without any); ``doctor explain FILE|-``
+explains a log. The first word picks: ``explain`` is the subcommand, anything else is a host
+(:class:`HostsOrExplain`), so ``ascend-serve doctor node1 node2`` works as it always did.
+"""
 
 from __future__ import annotations
 
 import json
 from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.markup import escape
 from rich.table import Table
+from typer.core import TyperGroup
 
 from ascend_serve.cli.console import EXIT_BAD_INPUT, console, err_console, fail
-from ascend_serve.cli.options import JsonFlag
+from ascend_serve.cli.options import JsonFlag, host_problem
 from ascend_serve.doctor.bundle import write_bundle
 from ascend_serve.doctor.collected import collector_command
 from ascend_serve.doctor.diagnose import examine_all, exit_code
+from ascend_serve.doctor.faults import (
+    FaultDataError,
+    classifier,
+    load_knowledge_base,
+    with_knowledge_base,
+)
+from ascend_serve.doctor.faults.explain import InputError, read_input
+from ascend_serve.doctor.faults.explain import explain as explain_text
 from ascend_serve.doctor.findings import Context, HostResult
 from ascend_serve.doctor.remote import (
     DEFAULT_KNOWN_HOSTS,
@@ -122,6 +136,8 @@ def doctor(
 
     Exit 0: nothing at warning level or above; 1: findings; 2: bad input; 3: a host could not
     be collected (unreachable, SSH authentication or host key refused).
+
+    `ascend-serve doctor explain FILE|-` explains a saved log or tool output instead.
     """
     names = list(hosts or [])
     if local and names:
@@ -137,6 +153,10 @@ def doctor(
         targets = [SSHTarget.parse(name, port) for name in names]
     except ValueError as exc:
         raise fail(str(exc)) from exc
+    for target in targets:
+        problem = host_problem(target.host)
+        if problem:
+            raise fail(f"{target}: {problem}")
     try:
         matrix = load_matrix(matrix_file)
         ctx = Context(matrix=matrix)
@@ -181,3 +201,105 @@ def doctor(
         if bundle is not None:
             console.print(f"support bundle: {escape(str(bundle))} (secrets redacted)")
     raise typer.Exit(code)
+
+
+# --- doctor explain ------------------------------------------------------------------------------
+
+_CLASS_STYLE = {True: "red", False: "yellow"}
+
+
+def _render_explained(source: str, data: dict[str, Any]) -> None:
+    clf = classifier()
+    faults = data["faults"]
+    if faults:
+        table = Table(title=f"ascend-serve doctor explain {escape(source)}", show_lines=True)
+        for column, ratio in (("code", None), ("component", None), ("class", None),
+                              ("meaning", 3), ("fix", 3), ("source", 2), ("lines", None)):
+            table.add_column(column, overflow="fold", ratio=ratio)
+        for fault in faults:
+            blocks = clf.classes[fault["class"]].blocks_service
+            table.add_row(
+                escape(fault["code"] or "-"), escape(fault["component"]),
+                f"[{_CLASS_STYLE[blocks]}]{escape(fault['class'])}[/]",
+                escape(fault["meaning"]), escape(fault["fix"]),
+                escape(fault["source"] + (" (" + fault["rule"] + ")"
+                                          if fault["source"] == "ascend-serve" else "")),
+                escape(", ".join(map(str, fault["lines"]))
+                       + (f" (x{fault['count']})" if fault["count"] > 1 else "")))
+        console.print(table)
+    for code, lines in data["unknown_codes"].items():
+        console.print(f"{escape(code)}: a vendor error code this classifier does not know "
+                      f"(line {', '.join(map(str, lines))}); search the vendor's docs for it",
+                      highlight=False)
+    if faults:
+        worst = data["worst_class"]
+        fc = clf.classes[worst]
+        console.print(f"{len(faults)} known fault(s); worst class [bold]{escape(worst)}[/bold]: "
+                      f"{escape(fc.does)}", highlight=False)
+    elif data["lines"]:
+        console.print(f"{escape(source)}: no known fault in {data['lines']} line(s)",
+                      highlight=False)
+
+
+def explain(
+    source: Annotated[str, typer.Argument(
+        metavar="FILE|-", help="The log or tool output to read (- reads standard input): a vLLM "
+        "log or journal, a CANN plog, dmesg, npu-smi info (-t health), hccn_tool output.",
+        show_default=False)],
+    as_json: JsonFlag = False,
+    knowledge_base: Annotated[Path | None, typer.Option(
+        "--knowledge-base", metavar="KG_CONFIG_JSON",
+        help="MindCluster's fault-diagnosis knowledge base (kg-config.json) where a site has it "
+        "installed: adds its cause to the chip codes found.")] = None,
+) -> None:
+    """Explain a log: each known fault code in it with its component, meaning, action class, fix
+    and source (the vendor's fault tables or this project's own).
+
+    Exit 0: no known fault (an empty input included: it says so); 1: faults found; 2: the input
+    cannot be read (missing, unreadable, a directory, binary).
+    """
+    try:
+        text = read_input(source)
+    except InputError as exc:
+        raise fail(str(exc), EXIT_BAD_INPUT) from exc
+    try:
+        if knowledge_base is not None:
+            clf = with_knowledge_base(load_knowledge_base(knowledge_base))
+        else:
+            clf = classifier()
+    except (OSError, ValueError) as exc:
+        raise fail(f"--knowledge-base {knowledge_base}: {exc}", EXIT_BAD_INPUT) from exc
+    except FaultDataError as exc:  # a broken install, not the operator's input
+        raise fail(f"the fault data shipped with ascend-serve is broken: {exc}", 3) from exc
+    name = "standard input" if source == "-" else source
+    data = {"source": name, "empty": not text.strip(), **explain_text(text, clf).as_dict()}
+    code = 1 if data["faults"] else 0
+    if as_json:
+        typer.echo(json.dumps({"exit_code": code, **data}, indent=2))
+    elif data["empty"]:
+        console.print(f"{escape(name)} is empty: nothing to explain", highlight=False)
+    else:
+        _render_explained(name, data)
+    raise typer.Exit(code)
+
+
+# --- the group: hosts or explain ---------------------------------------------------------------
+
+HOSTS = "hosts"
+
+
+class HostsOrExplain(TyperGroup):
+    """``doctor explain ...`` runs the subcommand; anything else (hosts, options, --help, nothing)
+    runs ``doctor hosts ...``, the host examination."""
+
+    def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
+        if not args or args[0] not in self.commands:
+            args = [HOSTS, *args]
+        return super().parse_args(ctx, args)
+
+
+doctor_app = typer.Typer(cls=HostsOrExplain, add_completion=False,
+                         help="Diagnose Ascend serving hosts, or explain a log "
+                              "(doctor explain FILE|-).")
+doctor_app.command(HOSTS)(doctor)
+doctor_app.command("explain")(explain)

@@ -11,9 +11,10 @@ from rich.markup import escape
 
 from ascend_serve.cli.console import EXIT_FAILED, console, fail
 from ascend_serve.cli.options import ProfileFiles, ProfileName, ProfileSet, json_option
-from ascend_serve.k8s import output
+from ascend_serve.k8s import autoscale, output
 from ascend_serve.k8s.objects import objects
 from ascend_serve.k8s.plan import RenderError, RenderOptions, make_plan
+from ascend_serve.serving.load_metrics import MetricInputError, parse_range, parse_targets
 
 k8s_app = typer.Typer(
     help="Kubernetes manifests (MindCluster device plugin, LeaderWorkerSet) of serving profiles.",
@@ -70,6 +71,21 @@ def render_command(
     with_kustomization: Annotated[bool, typer.Option(
         "--kustomization/--no-kustomization",
         help="With --output-dir: also write kustomization.yaml (kubectl apply -k).")] = True,
+    autoscale_range: Annotated[str | None, typer.Option(
+        "--autoscale", metavar="MIN:MAX",
+        help="Also render an autoscaler of the workload between MIN and MAX replicas, on vLLM's "
+        "waiting requests and KV-cache use.")] = None,
+    autoscaler: Annotated[str, typer.Option(
+        help="With --autoscale: 'hpa' (HorizontalPodAutoscaler + prometheus-adapter rules) or "
+        "'keda' (KEDA ScaledObject).")] = "hpa",
+    scale_targets: Annotated[list[str] | None, typer.Option(
+        "--scale-target", metavar="METRIC=VALUE",
+        help="With --autoscale: per-replica target of 'waiting' (requests, default 2) or "
+        "'kv_cache' (fraction, default 0.8); repeatable; naming any uses only those named.")
+    ] = None,
+    prometheus_url: Annotated[str, typer.Option(
+        help="With --autoscaler keda: the Prometheus KEDA queries.")
+    ] = autoscale.DEFAULT_PROMETHEUS_URL,
     as_json: Annotated[bool, json_option(
         "Print a JSON summary (objects, files, image; the YAML too without --output-dir).")
     ] = False,
@@ -80,8 +96,8 @@ def render_command(
 
     Exit codes: 0 rendered, 1 a check failed (the profile does not fit, the rank table is not
     valid or does not match the profile), 2 bad input (unknown profile, missing rank table of a
-    multi-node profile, bad names or paths), 3 the files could not be written. Nothing is
-    written unless every check passed.
+    multi-node profile, bad names or paths, --autoscale MIN > MAX, an unknown metric), 3 the
+    files could not be written. Nothing is written unless every check passed.
     """
     options = RenderOptions(
         profile=profile, assignments=assignments or [], profile_files=profile_files or [],
@@ -89,16 +105,36 @@ def render_command(
         model_pvc=model_pvc, model_subpath=model_subpath, model_host_path=model_host_path,
         env_files=env_files or [], ranktable=ranktable, ranktable_plan=ranktable_plan,
         host_network=host_network, api_key_secret=api_key_secret)
+    scale: autoscale.ScaleSpec | None = None
+    if autoscale_range is not None or scale_targets:
+        if autoscaler not in autoscale.AUTOSCALERS:
+            raise fail(f"--autoscaler {autoscaler!r}: use one of "
+                       f"{', '.join(autoscale.AUTOSCALERS)}")
+        if autoscale_range is None:
+            raise fail("--scale-target needs --autoscale MIN:MAX")
+        try:
+            low, high = parse_range(autoscale_range)
+            targets = parse_targets(scale_targets)
+        except MetricInputError as exc:
+            raise fail(f"--autoscale: {exc}") from exc
+        scale = autoscale.ScaleSpec(low, high, targets,
+                                    "keda" if autoscaler == "keda" else "hpa", prometheus_url)
     try:
         plan = make_plan(options)
     except RenderError as exc:
         raise fail(str(exc), exc.code) from exc
     objs = objects(plan)
+    workload = objs[-2]
+    if scale is not None:
+        ref = autoscale.WorkloadRef.of(workload, plan.profile.model.served_name,
+                                       plan.profile.health_timeout_s)
+        autoscale.hand_over(workload)
+        objs += autoscale.objects(ref, scale, output.dump)
     summary: dict[str, Any] = {
         "profile": plan.profile.name,
         "name": plan.name,
         "namespace": options.namespace,
-        "kind": objs[-2]["kind"],
+        "kind": workload["kind"],
         "nodes": plan.profile.nodes,
         "stack_set": plan.stack_set,
         "image": plan.image,

@@ -9,10 +9,10 @@ import typer
 from typer.core import TyperGroup
 
 from ascend_serve import __version__
-from ascend_serve.cli.bench import bench
+from ascend_serve.cli.bench import bench_app
 from ascend_serve.cli.console import EXIT_OK
 from ascend_serve.cli.deploy import deploy
-from ascend_serve.cli.doctor import doctor
+from ascend_serve.cli.doctor import doctor_app
 from ascend_serve.cli.fleet import fleet_app
 from ascend_serve.cli.k8s import k8s_app
 from ascend_serve.cli.matrix import matrix_app
@@ -83,10 +83,10 @@ app.add_typer(mirror_app, name="mirror")
 app.add_typer(k8s_app, name="k8s")
 app.command("serve")(serve)
 app.command("validate")(validate)
-app.command("bench")(bench)
+app.add_typer(bench_app, name="bench")
 app.command("tune")(tune)
 app.command("deploy")(deploy)
-app.command("doctor")(doctor)
+app.add_typer(doctor_app, name="doctor")
 
 
 def _version_callback(value: bool) -> None:

@@ -34,6 +34,7 @@ from ascend_serve.serving.manifest import (
     verify,
     write,
 )
+from ascend_serve.serving.p2p import TorrentError, make_torrent
 from ascend_serve.serving.tiny_model import (
     ARCHS,
     MissingDependencyError,
@@ -200,3 +201,39 @@ def verify_command(
         console.print(f"[green]ok[/green] {escape(manifest.name)}: {_size(manifest)} match "
                       f"{escape(str(manifest_path(directory)))}", highlight=False)
     raise typer.Exit(EXIT_CHECK_FAILED if problems else EXIT_OK)
+
+
+@model_app.command("torrent")
+def torrent_command(
+    directory: Annotated[
+        Path, typer.Argument(help="Model directory with a manifest (the mirror's).")
+    ],
+    piece_size_kib: Annotated[
+        int, typer.Option("--piece-size-kib", help="Piece size in KiB (0: libtorrent's choice).")
+    ] = 0,
+    force: Annotated[
+        bool, typer.Option("--force", help="Make it again when it exists.")
+    ] = False,
+    as_json: JsonFlag = False,
+) -> None:
+    """Make the model's torrent (its piece map) for peer-to-peer staging, once per manifest digest.
+
+    Writes ascend-serve-<digest>.torrent next to the manifest; nodes staging with
+    model_store_p2p_enabled fetch it from the mirror. Needs libtorrent.
+    """
+    if not directory.is_dir():
+        raise fail(f"{directory} is not a directory")
+    try:
+        manifest = load(directory)
+        info = make_torrent(directory, manifest, piece_size_kib * 1024, force)
+    except (ManifestError, TorrentError) as exc:
+        raise fail(str(exc)) from exc
+    result = {**_summary(manifest, directory), "torrent": str(info.path), "digest": info.digest,
+              "pieces": info.pieces, "piece_size": info.piece_size, "made": info.made}
+    if as_json:
+        typer.echo(json.dumps(result, indent=2))
+        return
+    verb = "[green]wrote[/green]" if info.made else "kept"
+    console.print(f"{verb} {escape(str(info.path))}: {info.pieces} pieces of "
+                  f"{_human(info.piece_size)} for {escape(manifest.name)}, {_size(manifest)}",
+                  highlight=False)

@@ -7,11 +7,15 @@ that command's module.
 
 from __future__ import annotations
 
+import ipaddress
+import re
 from pathlib import Path
 from typing import Annotated, Any
+from urllib.parse import urlsplit
 
 import typer
 
+from ansible_collections.ascend_serve.fleet.plugins.module_utils.validate_wire import url_error
 from ascend_serve.bench.runner import ENDPOINTS
 from ascend_serve.cli.console import fail
 from ascend_serve.serving.profiles import ProfileError, load_raw
@@ -33,6 +37,71 @@ def _profile_names(incomplete: str) -> list[str]:
         return []
 
 
+# --- host names and URLs ------------------------------------------------------------------------
+
+_LABEL = re.compile(r"^[A-Za-z0-9_](?:[A-Za-z0-9_-]*[A-Za-z0-9_])?$")
+
+
+def host_problem(host: str) -> str | None:
+    """Why ``host`` cannot be a host name or an IP address (None when it can). The resolver
+    refuses these with a UnicodeError from the IDNA codec (an empty label, ``a..b``, or a label
+    over 63 characters) or a lookup error: they are bad input, said before anything connects."""
+    text = host.strip()
+    if not text:
+        return "an empty host name"
+    try:
+        ipaddress.ip_address(text.strip("[]"))
+        return None
+    except ValueError:
+        pass
+    name = text[:-1] if text.endswith(".") else text
+    if len(name) > 253:
+        return f"host name {host!r} is longer than 253 characters"
+    try:
+        ascii_name = name.encode("idna").decode("ascii")
+    except UnicodeError:
+        ascii_name = ""
+    labels = (ascii_name or name).split(".")
+    for label in labels:
+        if not label:
+            return f"host name {host!r} has an empty label (two dots in a row, or a leading dot)"
+        if len(label) > 63:
+            return (f"host name {host!r} has a label of {len(label)} characters "
+                    "(at most 63 between dots)")
+        if not _LABEL.match(label):
+            return (f"host name {host!r}: label {label!r} may hold only letters, digits and '-' "
+                    "(not at its start or end)")
+    if not ascii_name:
+        return f"host name {host!r} cannot be encoded for DNS (IDNA)"
+    return None
+
+
+def url_problem(url: str) -> str | None:
+    """Why ``url`` is not a usable server URL (None when it is): the validate module's rules
+    (scheme, host, port; ``url_error``), then the host name's (:func:`host_problem`)."""
+    problem = url_error(url)
+    if problem:
+        return problem
+    hostname = urlsplit(url).hostname or ""
+    problem = host_problem(hostname)
+    return f"invalid URL {url!r}: {problem}" if problem else None
+
+
+def _check_url(value: str) -> str:
+    """The URL argument's check while parsing: one line and exit 2, before anything connects."""
+    problem = url_problem(value)
+    if problem:
+        raise fail(problem)
+    return value
+
+
+def _check_host(value: str | None) -> str | None:
+    problem = host_problem(value) if value is not None else None
+    if problem:
+        raise fail(f"--host: {problem}")
+    return value
+
+
 # --- output --------------------------------------------------------------------------------------
 
 JsonFlag = Annotated[bool, json_option()]
@@ -40,7 +109,8 @@ JsonFlag = Annotated[bool, json_option()]
 # --- servers and profiles ------------------------------------------------------------------------
 
 ServerUrl = Annotated[
-    str, typer.Argument(help="Server URL, e.g. http://127.0.0.1:8000 (a /v1 suffix is accepted).")
+    str, typer.Argument(help="Server URL, e.g. http://127.0.0.1:8000 (a /v1 suffix is accepted).",
+                        callback=_check_url)
 ]
 ProfileName = Annotated[str, typer.Argument(help="Serving profile (ascend-serve profiles list).",
                                             autocompletion=_profile_names)]
@@ -53,7 +123,8 @@ ModelDir = Annotated[Path | None, typer.Option(
     help="Model directory (default /var/lib/ascend-serve/models/<profile's model name>).")]
 ServingEnv = Annotated[Path | None, typer.Option(
     help="The serving environment (default: the python_env role's, from its local fact).")]
-ListenHost = Annotated[str | None, typer.Option(help="Listen address (profile's host).")]
+ListenHost = Annotated[str | None, typer.Option(help="Listen address (profile's host).",
+                                                callback=_check_host)]
 ListenPort = Annotated[int | None, typer.Option(min=1, max=65535, help="Listen port.")]
 HealthTimeout = Annotated[int | None, typer.Option(
     min=1, help="Seconds to wait for /health (default: the profile's health_timeout_s).")]

@@ -25,6 +25,7 @@ from rich.progress import (
 )
 from rich.table import Table
 
+from ansible_collections.ascend_serve.fleet.plugins.module_utils.vllm_log import PHASES_TOTAL
 from ascend_serve.cli.console import (
     EXIT_CHECK_FAILED,
     EXIT_FAILED,
@@ -45,7 +46,6 @@ from ascend_serve.cli.options import (
     ServingEnv,
     json_option,
 )
-from ascend_serve.node.vllm_log import PHASES_TOTAL
 from ascend_serve.serving import launcher, service
 from ascend_serve.serving.nodecheck import Finding
 from ascend_serve.serving.server import log_tail

@@ -13,6 +13,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from ascend_serve.bench import slo as slos
+from ascend_serve.bench import tune_search
 from ascend_serve.bench.runner import BenchConfig, BenchConfigError
 from ascend_serve.bench.tune import (
     OBJECTIVES,
@@ -85,6 +86,68 @@ def _table(trials: list[Trial], winner: Trial | None, objective: str) -> Table:
     return table
 
 
+def _search(name: str, space: tune_search.Space, concurrencies: list[int],
+            server: ProfileServer, base: BenchConfig, out_dir: Path, kept: dict[str, Any],
+            files: list[Path] | None, slo_name: str, as_json: bool, *, trials: int,
+            study_db: Path | None, study_name: str, sampler: str, seed: int | None) -> None:
+    """``tune --search``: the optuna study, its report and the tuned profile; exits."""
+    storage = tune_search.sqlite_url(study_db or out_dir / "study.db")
+
+    def notify(event: str, trial: tune_search.SearchTrial | None, detail: str) -> None:
+        if trial is None:
+            return
+        where = f"trial {trial.number}: {trial.setting.label}"
+        text = {"starting": f"{where}: starting vLLM",
+                "measured": f"{where}: goodput {trial.value:.3f} req/s",
+                "reused": f"{where}: measured before ({detail}), no restart"}[event]
+        err_console.print(f"[dim]{datetime.now():%H:%M:%S}[/dim] {escape(text)}",
+                          highlight=False)
+
+    err_console.print(f"tune {name} --search: {trials} trial(s) of study {study_name} "
+                      f"({sampler}) over {tune_search.space_size(space)} settings, "
+                      f"concurrency {','.join(map(str, concurrencies))}, SLO {slo_name}; "
+                      f"reports in {out_dir}")
+    try:
+        outcome = tune_search.search(
+            space, concurrencies, server, bench_measure(base, out_dir / "trials"),
+            n_trials=trials, storage=storage, study_name=study_name, sampler=sampler,
+            seed=seed, notify=notify)
+    except TuneError as exc:
+        raise fail(str(exc)) from exc
+    best = outcome.best
+    winner = best.best if best is not None else None
+    runs = [r for t in outcome.trials for r in t.runs]
+    tuned = tuned_profile(files, name, kept, winner) if winner is not None else None
+    report = {"study": study_name, "storage": storage, "sampler": sampler, "seed": seed,
+              "space": space, "previous_trials": outcome.previous,
+              "server_starts": outcome.restarts,
+              "best": best.to_dict() if best is not None else None,
+              "trials": [t.to_dict() for t in outcome.trials]}
+    paths = write_outputs(out_dir, name=name, trials=runs, winner=winner,
+                          objective="request_goodput", slo=slo_name, tuned=tuned, search=report)
+    if as_json:
+        data = json.loads(paths["json"].read_text(encoding="utf-8"))
+        typer.echo(json.dumps({**data, "files": {k: str(v) for k, v in paths.items()}},
+                              indent=2))
+    else:
+        console.print(_table(runs, winner, "request_goodput"))
+        console.print(f"{len(outcome.trials)} trial(s), {outcome.restarts} server start(s); "
+                      f"study {study_name} in {storage} ({outcome.previous + len(outcome.trials)}"
+                      " trials)", highlight=False)
+        for kind, path in paths.items():
+            console.print(f"{kind}: {path}")
+        if winner is not None and best is not None:
+            earlier = " (an earlier run's trial)" if best in outcome.earlier else ""
+            console.print(f"winner: {winner.setting.label} at concurrency {winner.concurrency}: "
+                          f"goodput {best.value:.3f} req/s, trial {best.number}{earlier} (use: "
+                          f"--profiles {paths['profile']} {name}-tuned)")
+    if winner is not None:
+        raise typer.Exit(EXIT_OK)
+    if not any(r.ok for r in runs) and outcome.restarts:
+        raise fail("no setting could be measured (see the notes above)", EXIT_FAILED)
+    raise fail(f"no setting of study {study_name} met the SLO {slo_name}", EXIT_CHECK_FAILED)
+
+
 def tune(
     name: ProfileName,
     max_num_seqs: Annotated[str | None, typer.Option(
@@ -120,6 +183,23 @@ def tune(
     as_json: Annotated[bool, json_option(
         "Print tune.json (every trial and the winner) and the written files' paths instead "
         "of the table.")] = False,
+    search: Annotated[bool, typer.Option(
+        "--search", help="Search the knobs with optuna (TPE) for the highest goodput under "
+        "the SLO instead of measuring the whole grid.")] = False,
+    space: Annotated[list[str] | None, typer.Option(
+        metavar="KNOB=V1,V2", help="With --search: values of a knob (repeatable): "
+        f"{', '.join(tune_search.KNOBS)} (default: around the profile's values).")] = None,
+    n_trials: Annotated[int, typer.Option(
+        "--trials", help="With --search: trials to run now (a resumed study adds them).")] = 10,
+    study_db: Annotated[Path | None, typer.Option(
+        metavar="FILE", help="With --search: the SQLite file of the study (default "
+        "<out>/study.db); an existing study of --study-name is resumed.")] = None,
+    study_name: Annotated[str | None, typer.Option(
+        help="With --search: the study's name (default tune-<profile>).")] = None,
+    sampler: Annotated[str, typer.Option(
+        help=f"With --search: {' or '.join(tune_search.SAMPLERS)}.")] = "tpe",
+    seed: Annotated[int | None, typer.Option(
+        help="With --search: the sampler's seed.")] = None,
 ) -> None:
     """Find the batch settings with the highest throughput that meets an SLO, by experiment.
 
@@ -127,8 +207,11 @@ def tune(
     profile's launcher, benchmarked at each client concurrency, then stopped. Writes tune.json,
     tune.md, a profile file <profile>-tuned.yml (use with --profiles) and
     inventory-overrides.yml (vllm_service_overrides); --set overrides are kept in the tuned
-    profile, --host and --port are not. Exit codes: 0 a winner, 1 no setting met the SLO, 2 bad
-    arguments, 3 no setting could be measured.
+    profile, --host and --port are not. With --search, optuna's TPE sampler picks each trial's
+    setting from --space (max-num-seqs, max-num-batched-tokens, gpu-memory-utilization,
+    enable-chunked-prefill): one server start per trial, none for a setting already measured;
+    the study is kept in SQLite (--study-db, --study-name) and resumed. Exit codes: 0 a winner,
+    1 no setting met the SLO, 2 bad arguments, 3 no setting could be measured.
     """
     try:
         kept: dict[str, Any] = parse_assignments(assignments or [])  # go into the tuned profile
@@ -153,6 +236,16 @@ def tune(
         concurrencies = int_list(concurrency, "--concurrency")
         pick([], objective)  # checks the objective's name
         target = slos.resolve(slo or [DEFAULT_SLO[profile.device]])
+        search_space = tune_search.parse_space(space or [], tune_search.default_space(
+            profile.vllm, [s.max_num_seqs for s in settings] if max_num_seqs else None,
+            [s.max_num_batched_tokens for s in settings if s.max_num_batched_tokens]))
+        if space and not search:
+            raise TuneError("--space is for --search")
+        if search and n_trials < 1:
+            raise TuneError(f"--trials must be at least 1, not {n_trials}")
+        if sampler not in tune_search.SAMPLERS:
+            raise TuneError(f"--sampler must be {' or '.join(tune_search.SAMPLERS)}, "
+                            f"not {sampler!r}")
     except (TuneError, slos.SloError) as exc:
         raise fail(str(exc)) from exc
     assert target is not None
@@ -188,6 +281,10 @@ def tune(
         err_console.print(f"[dim]{datetime.now():%H:%M:%S}[/dim] {escape(text)}",
                           highlight=False)
 
+    if search:
+        _search(name, search_space, concurrencies, server, base, out_dir, kept, files,
+                target.name, as_json, trials=n_trials, study_db=study_db,
+                study_name=study_name or f"tune-{name}", sampler=sampler, seed=seed)
     err_console.print(f"tune {name}: {len(settings)} setting(s) x {len(concurrencies)} "
                       f"concurrenc{'y' if len(concurrencies) == 1 else 'ies'}, SLO "
                       f"{target.name}; reports in {out_dir}")

@@ -10,19 +10,21 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from ascend_serve.cli.console import EXIT_CHECK_FAILED, EXIT_OK, console, fail
-from ascend_serve.cli.options import JsonFlag, ServerUrl
-from ascend_serve.node.validate import (
+from ansible_collections.ascend_serve.fleet.plugins.module_utils.validate import (
+    resolve_api_key,
+    run_checks,
+)
+from ansible_collections.ascend_serve.fleet.plugins.module_utils.validate_wire import (
     DEFAULT_API_KEY_ENV,
     DEFAULT_CONCURRENCY,
     DEFAULT_MAX_TOKENS,
     DEFAULT_TIMEOUT,
     MAX_CONCURRENCY,
     Report,
-    resolve_api_key,
-    run_checks,
     url_error,
 )
+from ascend_serve.cli.console import EXIT_CHECK_FAILED, EXIT_OK, console, fail
+from ascend_serve.cli.options import JsonFlag, ServerUrl
 
 
 def _table(report: Report) -> Table:

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import re
 
-from ascend_serve.doctor.collected import Collected, file_version
-from ascend_serve.doctor.findings import Context, Finding, new_finding
-from ascend_serve.doctor.launcher import visible_devices
-from ascend_serve.node.ascend_files import (
+from ansible_collections.ascend_serve.fleet.plugins.module_utils.ascend_files import (
     read_driver_info,
 )
+from ascend_serve.doctor.collected import Collected, file_version
+from ascend_serve.doctor.faults import classifier
+from ascend_serve.doctor.findings import Context, Finding, new_finding
+from ascend_serve.doctor.launcher import visible_devices
 from ascend_serve.stack.npusmi import (
     Chip,
     NpuSmiParseError,
@@ -69,9 +70,13 @@ def check_npus(c: Collected, ctx: Context) -> list[Finding]:
     rc, out, err = result
     if rc != 0:
         lines = (err + "\n" + out).strip().splitlines()
-        if re.search(r"-8005\b", err + out):
+        clf = classifier()
+        busy = [f for f in clf.scan(err + "\n" + out).faults
+                if clf.problem_of(f) == "npu-device-busy"]
+        if busy:
             findings.append(new_finding("npu-device-busy", c.host,
-                                        f"npu-smi info failed (exit {rc}) with -8005",
+                                        f"npu-smi info failed (exit {rc}) with "
+                                        f"{busy[0].code or 'device busy'}",
                                         [f"$ npu-smi info -> exit {rc}", *lines[-5:]]))
         else:
             findings.append(new_finding("npu-smi-failed", c.host,

@@ -6,9 +6,9 @@ import re
 from collections.abc import Callable
 from typing import TypeVar
 
+from ansible_collections.ascend_serve.fleet.plugins.module_utils import hccn as hccn_reader
 from ascend_serve.doctor.collected import Collected, kv_lines, parse_kv
 from ascend_serve.doctor.findings import Context, Finding, new_finding
-from ascend_serve.node import hccn as hccn_reader
 
 _T = TypeVar("_T")
 

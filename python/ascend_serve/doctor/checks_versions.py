@@ -7,14 +7,14 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-from ascend_serve.doctor.collected import Collected, file_version, kv_lines
-from ascend_serve.doctor.findings import Context, Finding, new_finding
-from ascend_serve.node.ascend_files import (
+from ansible_collections.ascend_serve.fleet.plugins.module_utils.ascend_files import (
     read_component_version_info,
     read_driver_info,
     read_nnal_atb_info,
     read_toolkit_install_info,
 )
+from ascend_serve.doctor.collected import Collected, file_version, kv_lines
+from ascend_serve.doctor.findings import Context, Finding, new_finding
 from ascend_serve.stack.matrix import Matrix, MatrixError, StackSet, resolve
 from ascend_serve.stack.npusmi import (
     parse_version,

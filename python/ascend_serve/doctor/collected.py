@@ -9,12 +9,12 @@ from dataclasses import dataclass, field
 from importlib.resources import files
 from typing import Any
 
+from ansible_collections.ascend_serve.fleet.plugins.module_utils.ascend_files import (
+    AscendFileError,
+)
 from ascend_serve.doctor.redact import redact
 from ascend_serve.doctor.remote import Transport
 from ascend_serve.node import doctor_collect
-from ascend_serve.node.ascend_files import (
-    AscendFileError,
-)
 
 
 @dataclass
@@ -123,8 +123,8 @@ def collect(transport: Transport, command: Sequence[str], timeout: float = 300.0
 def parse_kv(text: str | None, sep: str = "=") -> dict[str, str]:
     """``key=value`` lines (env files); comments and blanks skipped.
 
-    The vendor's version files are read by :mod:`ascend_serve.node.ascend_files` (one reader per
-    format, shared with the collection's modules), never here.
+    The vendor's version files are read by the collection's ``module_utils/ascend_files.py`` (one
+    reader per format, shared with the collection's modules), never here.
     """
     result: dict[str, str] = {}
     for line in (text or "").splitlines():

@@ -16,6 +16,7 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 
+from ascend_serve.doctor.checks_faults import check_faults
 from ascend_serve.doctor.checks_host import check_driver_install, check_npus, check_provisioned
 from ascend_serve.doctor.checks_network import check_device_network, check_hccl
 from ascend_serve.doctor.checks_service import (
@@ -40,7 +41,8 @@ from ascend_serve.exitcodes import EXIT_CHECK_FAILED, EXIT_FAILED, EXIT_OK
 
 CHECKS: tuple[Check, ...] = (
     check_provisioned, check_npus, check_driver_install, check_versions, check_set_env,
-    check_device_network, check_hccl, check_service, check_swap_tuning, check_collection,
+    check_device_network, check_hccl, check_service, check_swap_tuning, check_faults,
+    check_collection,
 )
 
 

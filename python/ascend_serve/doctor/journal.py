@@ -5,24 +5,28 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
+from ascend_serve.doctor.faults import classifier
+
 # --- journal -------------------------------------------------------------------------------------
 
 SYSTEMD_LINE = re.compile(r"\bsystemd\[1\]: ")
 _RUN_START = re.compile(r"\bsystemd\[1\]: (?:Starting|Started) ")
 
-# Line classes of the vLLM journal: known problem -> pattern (first match wins).
+# Line classes of the vLLM journal that are not fault codes: known problem -> pattern (first
+# match wins). Codes and the vendor's fault messages are the fault classifier's
+# (ascend_serve.doctor.faults): a line it knows is never matched here.
 JOURNAL_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("host-oom-kill", re.compile(
         r"killed by the OOM killer|oom-kill|Out of memory: Killed process|oom_reaper",
         re.IGNORECASE)),
     ("service-oom", re.compile(
         r"(?:NPU|npu|device|HBM)\s+out of memory|OutOfMemoryError|out of memory|"
-        r"ACL_ERROR_RT_MEMORY_ALLOCATION|\b207001\b|\bEL0004\b|Not enough memory|"
+        r"ACL_ERROR_RT_MEMORY_ALLOCATION|Not enough memory|"
         r"No available memory for the cache blocks", re.IGNORECASE)),
     ("npu-device-busy", re.compile(
-        r"-8005\b|device (?:or resource )?busy|is occupied by|EE1001", re.IGNORECASE)),
+        r"device (?:or resource )?busy|is occupied by", re.IGNORECASE)),
     ("hccl-timeout-in-log", re.compile(
-        r"\bEI0006\b|Get_Socket_Timeout|\bEI0002\b|\bHCCL\b[^\n]*\btime(?:d)?[ -]?out\b|"
+        r"\bHCCL\b[^\n]*\btime(?:d)?[ -]?out\b|"
         r"notify wait timeout|hccl[^\n]*connect[^\n]*fail", re.IGNORECASE)),
     ("set-env-not-sourced", re.compile(
         r"Failed to infer device type|lib(?:hccl|atb|ascendcl|acl_op_compiler|opapi)\.so[^\n]*"
@@ -75,11 +79,24 @@ def _stamp(line: str) -> str:
 
 
 def classify_journal(lines: Sequence[str]) -> dict[str, list[str]]:
-    """Known problem id -> the journal lines that show it; ``service-errors`` for other errors."""
+    """Known problem id -> the journal lines that show it; ``service-errors`` for other errors.
+
+    A line with a fault the classifier knows goes to the known problem its rule names; a known
+    fault without one (a chip code, a Mooncake timeout) is left to the fault check
+    (:mod:`ascend_serve.doctor.checks_faults`), never counted as an unexplained error."""
     found: dict[str, list[str]] = {}
+    clf = classifier()
     for line in lines:
         if SYSTEMD_LINE.search(line) and not re.search(r"OOM killer", line):
             continue  # systemd's own lines about the unit: read from its state instead
+        hits, _ = clf.scan_line(line)
+        problems = sorted((clf.rank(h.fault_class), p) for h in hits
+                          if (p := clf.problem_of(h)) is not None)
+        if problems:
+            found.setdefault(problems[0][1], []).append(line)
+            continue
+        if hits:
+            continue
         for pid, pattern in JOURNAL_PATTERNS:
             if pattern.search(line):
                 found.setdefault(pid, []).append(line)

@@ -5,6 +5,11 @@ while loading the model, 3: data-sync delay across cards) and the vllm-ascend tr
 asked questions (version mismatch and unsourced environment, multi-node hangs and the wrong NIC,
 ASCEND_RT_VISIBLE_DEVICES, OOM with W8A8, device busy -8005, unsupported hardware), plus drift of
 what the roles configured (swap, host tuning, HCCL env file, the vLLM unit).
+
+Fault codes and the vendor's fault messages are not matched here: the fault classifier
+(:mod:`ascend_serve.doctor.faults`) is their one home. A problem below that a classified fault is
+reported as is named by that fault's ``problem`` in ``faults/rules.yml``; every other classified
+fault is a ``fault-code`` finding with its class and fix.
 """
 
 from __future__ import annotations
@@ -25,6 +30,7 @@ TRACKER_OOM = "vllm-ascend tracker: OOM loading DeepSeek W8A8"
 TRACKER_BUSY = "vllm-ascend tracker: device busy (-8005)"
 TRACKER_HARDWARE = "vllm-ascend tracker: is my hardware supported?"
 ROLES = "ascend-serve roles: configured state"
+FAULTS = "fault classifier: vendor fault tables and this project's faults (docs/fault-codes.md)"
 
 _HEADERS_HOWTO = (
     "install the build tools and the headers of the RUNNING kernel (`uname -r`): Debian/Ubuntu "
@@ -295,6 +301,13 @@ _CATALOGUE = (
         "jemalloc-missing", "warning", "the jemalloc library host_tuning recorded is missing",
         "Re-run host_tuning (--tags host_tuning): LD_PRELOAD of a missing library fails.",
         ROLES),
+    # --- classified faults (ascend_serve.doctor.faults) -----------------------------------------
+    KnownProblem(
+        "fault-code", "error", "a known fault code or fault message",
+        "Each such finding carries the fault's action class and its own fix (the classifier's "
+        "data: docs/fault-codes.md); `ascend-serve doctor explain FILE` reads a saved log the "
+        "same way.",
+        FAULTS),
     # --- collection -----------------------------------------------------------------------------
     KnownProblem(
         "not-provisioned", "warning", "no ascend-serve facts and no NPU driver on this host",

@@ -16,7 +16,7 @@ from typing import Any
 
 import yaml
 
-from ascend_serve.resources import COLLECTION, collection_dir, collections_path
+from ascend_serve.resources import COLLECTION, collection_dir
 
 DEFAULT_PLAYBOOK = "site.yml"
 DEFAULT_INVENTORY = Path("inventories/local/hosts.yml")  # under the project
@@ -39,8 +39,8 @@ def find_project(cwd: Path | None = None) -> Path | None:
 
     ``$ASCEND_SERVE_PROJECT``, else the current directory or the nearest parent holding
     ``ansible.cfg`` and ``site.yml``, else the checkout this package runs from (an editable
-    install: its packaged collection is the checkout's ``collections/``). None from an installed
-    wheel anywhere else: the run then uses the collection the package ships.
+    install: the collection it finds is the checkout itself, through the link bootstrap makes).
+    None from an installed wheel anywhere else: the run then uses the collection it ships.
     """
     env = os.environ.get(PROJECT_ENV)
     if env:
@@ -49,7 +49,7 @@ def find_project(cwd: Path | None = None) -> Path | None:
             raise DeployInputError(f"{PROJECT_ENV}={env} has no ansible.cfg")
         return path
     here = (cwd or Path.cwd()).resolve()
-    for candidate in (here, *here.parents, collections_path().resolve().parent):
+    for candidate in (here, *here.parents, collection_dir().resolve()):
         if _is_project(candidate):
             return candidate
     return None

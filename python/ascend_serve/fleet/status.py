@@ -49,6 +49,8 @@ class HostState:
     rollout_phase: str | None = None  # upgrade.yml: draining, upgrading, done
     rollout_set: str | None = None
     rollout_image: str | None = None  # the image an unfinished upgrade rolls out
+    fault_class: str | None = None  # the worst chip fault class (ledger ascend_faults)
+    fault_blocking: list[str] = field(default_factory=list)  # npu/chip/code refused for
     problems: list[str] = field(default_factory=list)
 
     @property
@@ -74,6 +76,7 @@ def host_state(host: str, local: dict[str, Any], unit: dict[str, Any] | None) ->
                          ("ascend_npu_driver", "ascend_cann", "ascend_python_env"))
     service, models = _fact(local, "ascend_vllm_service"), _fact(local, "ascend_model_store")
     rollout = _fact(local, "ascend_rollout")
+    faults = _fact(local, "ascend_faults")
     state = HostState(
         host=host,
         stack_set=driver.get("stack_set") or cann.get("stack_set"),
@@ -89,6 +92,8 @@ def host_state(host: str, local: dict[str, Any], unit: dict[str, Any] | None) ->
         rollout_phase=rollout.get("phase"),
         rollout_set=rollout.get("set") or rollout.get("to_set"),
         rollout_image=rollout.get("to_image") or None,
+        fault_class=faults.get("worst") or None,
+        fault_blocking=[str(c) for c in faults.get("blocking") or []],
     )
     if not local:
         state.problems.append("no ascend-serve facts: site.yml has not run on this host")
@@ -101,6 +106,10 @@ def host_state(host: str, local: dict[str, Any], unit: dict[str, Any] | None) ->
         state.problems.append(f"left {state.rollout_phase} by an unfinished upgrade to "
                               f"{target} (out of the load balancer): re-run "
                               "ascend_serve.fleet.upgrade")
+    if state.fault_blocking:
+        state.problems.append(f"refused for chip fault(s) {', '.join(state.fault_blocking)} "
+                              f"(worst class {state.fault_class}): ascend-serve doctor explain "
+                              "on npu-smi info -t health shows the fix")
     if state.models_incomplete:
         state.problems.append("model(s) not completely staged: "
                               + ", ".join(state.models_incomplete))

@@ -42,11 +42,11 @@ from packaging.version import InvalidVersion, Version
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ascend_serve.mirror import images
+from ascend_serve.mirror.digest import CHUNK, hash_path
 from ascend_serve.mirror.plan import AT_FETCH, Artifact, Plan
 
 MANIFEST = "bundle.json"
 MODEL_MANIFEST = "ascend-serve-manifest.json"
-CHUNK = 1 << 20
 
 Progress = Callable[[str], None]
 """Called with a label before each artifact is fetched or hashed (for progress bars)."""
@@ -95,15 +95,6 @@ def read_manifest(bundle: Path) -> BundleManifest:
         raise BundleError(f"cannot read {path}: {exc.strerror or exc}") from exc
     except ValidationError as exc:
         raise BundleError(f"{path} is not a bundle manifest: {exc}") from exc
-
-
-def hash_path(path: Path) -> tuple[int, str]:
-    digest, size = hashlib.sha256(), 0
-    with path.open("rb") as stream:
-        while chunk := stream.read(CHUNK):
-            digest.update(chunk)
-            size += len(chunk)
-    return size, digest.hexdigest()
 
 
 # ---- sources --------------------------------------------------------------------------------

@@ -20,6 +20,7 @@ import subprocess
 from collections.abc import Iterable
 from pathlib import Path
 
+from ascend_serve.mirror.digest import hash_path
 from ascend_serve.mirror.plan import Artifact
 
 SKOPEO = "skopeo"
@@ -74,7 +75,6 @@ def check_copy(directory: Path, digest: str) -> list[str]:
     """What is wrong with an image directory: ``manifest.json`` must hash to ``digest`` and
     every blob or platform manifest to its own name, and every blob the manifests name must be
     there. Empty when it is the image."""
-    from ascend_serve.mirror.bundle import hash_path  # bundle imports this module
 
     problems: list[str] = []
     top = directory / MANIFEST_FILE
@@ -149,7 +149,6 @@ def push(directory: Path, repository: str, tag: str, registry: str, *,
          insecure: Iterable[str] = ()) -> str:
     """Copy a bundle's image directory into ``registry`` (same repository path, ``tag``); the
     pinned reference the hosts use there (``registry/path@sha256:...``)."""
-    from ascend_serve.mirror.bundle import hash_path  # bundle imports this module
 
     skopeo = _skopeo()
     _, sha = hash_path(directory / MANIFEST_FILE)

@@ -5,7 +5,9 @@ host_vars, with their precedence) and resolves each host's variables (``Variable
 roles' defaults and vars files (``defaults/main.yml``, ``vars/main.yml`` of the roles that name
 artifacts) sit under them, as in a play, and are templated with Ansible's ``Templar``, so file
 names come out exactly as the roles compute them. What a role reads from the host at run time
-(``ansible_facts['architecture']``) is given here: the one fact this needs.
+(``ansible_facts['architecture']``) is given here, and the one fact the roles read the version
+sets from, ``ascend_stack_resolved``, comes from the function the ``ascend_stack`` role's filter
+calls (:func:`ascend_serve.stack.matrix.resolve_for_host`) over the same variables.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from typing import Any
 # interpreter (sys.intern among others), which torch's compiler refuses, and every ascend-serve
 # command imports this package through the CLI (ascend-serve model make-tiny imports torch).
 from ascend_serve.resources import role_path
-from ascend_serve.stack.matrix import Matrix, MatrixError, resolve
+from ascend_serve.stack.matrix import CHOICE, Matrix, MatrixError, resolve_for_host
 
 # The roles whose variables name artifacts, in the order a play of site.yml meets them (a later
 # role's defaults never override an earlier one's: their names are prefixed with the role's).
@@ -122,13 +124,11 @@ def read_hosts(inventory: Path, limit: str | None = None) -> list[HostVars]:
     return result
 
 
-def stack_of(host: HostVars, matrix: Matrix, variable: str = "ascend_stack_set") -> Any:
-    """The host's locked version set (``stack-matrix.yml``), as the stack_resolve filter gives
-    it to the roles (``ascend_stack_resolved``)."""
-    name = host.get(variable, "")
+def resolved_sets(host: HostVars, matrix: Matrix | None = None) -> dict[str, Any]:
+    """The host's fact ``ascend_stack_resolved`` (its accelerator set, ``serving``: the set its
+    serving environment installs), resolved from the host's choice variables by the function the
+    ``ascend_stack`` role's filter ``stack_resolve`` calls, so the two cannot disagree."""
     try:
-        return resolve(matrix, name or None, host.get("ascend_stack_pins", {}) or {},
-                       host.get("ascend_stack_chip", None) if variable == "ascend_stack_set"
-                       else None)
+        return resolve_for_host({key: host.get(key) for key in CHOICE}, matrix)
     except MatrixError as exc:
         raise InventoryError(f"host {host.name}: {exc}") from exc

@@ -1,6 +1,7 @@
 """What a site must mirror for an inventory: every artifact, with its sha256 where one is pinned.
 
-Derived from each host's resolved variables (:mod:`.inventory`), as the roles consume them:
+Derived from each host's resolved variables (:mod:`.inventory`), as the roles consume them, over
+the host's ``ascend_stack_resolved`` (:func:`.inventory.resolved_sets`, the role's one resolution):
 
 - vendor installers: ``npu_driver`` (driver, firmware) and ``cann`` (toolkit, kernels/ops, NNAL
   when ``cann_nnal``), the file names of the roles' defaults (their vendor sources are cited
@@ -32,11 +33,11 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field
 
-from ascend_serve.mirror.inventory import HostVars, InventoryError, read_hosts, stack_of
+from ascend_serve.mirror.inventory import HostVars, InventoryError, read_hosts, resolved_sets
 from ascend_serve.resources import role_path
 from ascend_serve.serving import manifest as model_manifest
 from ascend_serve.stack.lock import LockError, default_lock_root, normalize, read_plan
-from ascend_serve.stack.matrix import Matrix, MatrixError, load_matrix
+from ascend_serve.stack.matrix import MatrixError, load_matrix
 
 Kind = Literal["vendor", "wheel", "os", "model", "image"]
 KINDS: tuple[Kind, ...] = ("vendor", "wheel", "os", "model", "image")
@@ -52,6 +53,9 @@ VENDOR_FILES = (
     ("cann", "cann_kernels_file", "kernels"),
     ("cann", "cann_nnal_file", "nnal"),
 )
+# The role variable holding the version each vendor file installs.
+VERSION_VARIABLES = {"driver": "npu_driver_version", "firmware": "npu_driver_firmware_version",
+                     "toolkit": "cann_version", "kernels": "cann_version", "nnal": "cann_version"}
 # Where the roles take each kind from (a controller directory or a URL); model_store's source
 # only when it is a directory on the controller or a URL (not a path on the host).
 CONFIGURED_SOURCES = {
@@ -184,7 +188,10 @@ def _arches(host: HostVars, arch: list[str] | None, stack: Any) -> list[str]:
     return pinned or allowed
 
 
-def _vendor(host: HostVars, arches: list[str], stack: Any) -> list[Artifact]:
+def _vendor(host: HostVars, arches: list[str], stack: dict[str, Any]) -> list[Artifact]:
+    """The vendor installers the roles ask for, with the versions the roles install (their
+    variables over ``ascend_stack_resolved``)."""
+    versions = host.with_vars(ascend_stack_resolved=stack)
     out: list[Artifact] = []
     for a in arches:
         for role, variable, component in VENDOR_FILES:
@@ -201,11 +208,7 @@ def _vendor(host: HostVars, arches: list[str], stack: Any) -> list[Artifact]:
             elif not SHA256_RE.match(str(sha)):
                 note = f"{role}_sha256 holds {sha!r}, not a sha256"
             out.append(Artifact(kind="vendor", name=name, component=component,
-                                version=str(stack.cann if role == "cann" else
-                                            (stack.hdk if component == "driver"
-                                             else host.with_vars(
-                                                 ascend_stack_resolved=stack.as_facts()).get(
-                                                 "npu_driver_firmware_version", ""))),
+                                version=str(versions.get(VERSION_VARIABLES[component], "")),
                                 path=f"vendor/{name}",
                                 sha256=str(sha) if sha and not note else None,
                                 pin=f"{role}_sha256", note=note, hosts=[host.name]))
@@ -229,34 +232,30 @@ def lock_entries(text: str) -> list[tuple[str, str, list[str]]]:
     return entries
 
 
-def _wheels(host: HostVars, arches: list[str], matrix: Matrix, stack: Any,
+def _wheels(host: HostVars, arches: list[str], stack: dict[str, Any],
             lock_root: Path, issues: list[Issue]) -> list[Artifact]:
-    env_host = host.with_vars(ascend_stack_resolved=stack.as_facts())
-    set_name = env_host.get("python_env_set", "") or stack.name
-    try:
-        env_stack = stack_of(env_host.with_vars(_mirror_set=set_name), matrix, "_mirror_set")
-    except InventoryError as exc:
-        raise PlanError(str(exc)) from exc
+    serving = stack["serving"]  # the set python_env installs
+    env_name = str(serving["name"])
     wanted_py = str(host.get("python_env_python_version", "") or "")
-    pythons = [wanted_py] if wanted_py else list(env_stack.python)
+    pythons = [wanted_py] if wanted_py else list(serving["python"])
     out: list[Artifact] = []
     for a in arches:
         for py in pythons:
             target = f"py{py}-{a}"
-            directory = lock_root / env_stack.name / target
+            directory = lock_root / env_name / target
             try:
                 plan = read_plan(directory)
             except LockError as exc:
                 issues.append(Issue(kind="wheel", message=f"host {host.name}: set "
-                                    f"{env_stack.name} has no lock for {target} ({exc})"))
+                                    f"{env_name} has no lock for {target} ({exc})"))
                 continue
             for stage in plan.get("stages", []):
                 lock_file = directory / stage["file"]
                 for name, version, hashes in lock_entries(lock_file.read_text(encoding="utf-8")):
                     out.append(Artifact(
                         kind="wheel", name=name, version=version,
-                        path=f"wheels/{env_stack.name}/{target}", accepted=sorted(set(hashes)),
-                        pin=str(PurePosixPath("locks", env_stack.name, target, stage["file"])),
+                        path=f"wheels/{env_name}/{target}", accepted=sorted(set(hashes)),
+                        pin=str(PurePosixPath("locks", env_name, target, stage["file"])),
                         component=stage.get("name", ""), hosts=[host.name],
                         platform=f"{plan['target']['platform']} py{py}",
                         note="" if hashes else "no hash in the lock"))
@@ -399,14 +398,13 @@ def build_plan(inventory: Path, *, limit: str | None = None, arch: list[str] | N
     sources: dict[str, list[str]] = {}
     for host in hosts:
         try:
-            stack = stack_of(host, matrix)
-            arches = _arches(host, arch, stack.as_facts())
+            stack = resolved_sets(host, matrix)  # ascend_stack_resolved, as the role sets it
+            arches = _arches(host, arch, stack)
             found += _vendor(host, arches, stack)
             # A host that serves in a container installs no wheels (site.yml leaves python_env
             # out there): the image brings them.
             if host.get("vllm_service_runtime", "venv") != "container":
-                found += _wheels(host, arches, matrix, stack, lock_root or default_lock_root(),
-                                 issues)
+                found += _wheels(host, arches, stack, lock_root or default_lock_root(), issues)
             found += _os_packages(host, _os_family(host, os_family))
             found += _models(host, issues)
             found += _images(host, issues)

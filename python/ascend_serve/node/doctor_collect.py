@@ -34,6 +34,14 @@ DEFAULT_INSTALL_PATH = "/usr/local/Ascend"
 DEFAULT_UNIT = "ascend-vllm"
 NPU_SMI_FALLBACK = "/usr/local/sbin/npu-smi"
 INSTALL_LOG = "/var/log/ascend_seclog/ascend_install.log"
+# CANN's host process logs (plog-<pid>_<time>.log) of a user: ~/ascend/log/debug/plog, e.g.
+# /root/ascend/log/debug/plog (vllm-ascend issue 4866); ASCEND_PROCESS_LOG_PATH moves them.
+PLOG_DIR = os.path.join("ascend", "log", "debug", "plog")
+PLOG_FILES = 4  # the newest files
+PLOG_LINES = 2000  # read from each file's tail; only its [ERROR] lines are kept
+# `npu-smi info -m`: "NPU ID  Chip ID  Chip Logic ID  Chip Name"; an MCU row has "-" as its
+# logic id (tests/data/corpus/npu-smi/a2-910b4-info-m-8card.txt).
+NPU_MAP_ROW = re.compile(r"^\s*(\d+)\s+(\d+)\s+(\d+)\s+\S")
 UNIT_PROPERTIES = (
     "LoadState,ActiveState,SubState,Result,UnitFileState,NRestarts,MainPID,ExecMainPID,"
     "ExecMainStatus,ExecMainCode,InvocationID,FragmentPath,DropInPaths,ActiveEnterTimestamp,"
@@ -175,7 +183,9 @@ class Collector:
             NPU_SMI_FALLBACK if os.access(NPU_SMI_FALLBACK, os.X_OK) else None)
         self.value("npu-smi.path", smi)
         if smi:
-            self.cmd("npu-smi.info", [smi, "info"])
+            rc, _ = self.cmd("npu-smi.info", [smi, "info"])
+            if rc == 0:
+                self.npu_health(smi)
         release = platform.release()
         build = f"/lib/modules/{release}/build"
         self.value("kernel.build_dir", {"path": build, "exists": os.path.isdir(build)})
@@ -188,6 +198,48 @@ class Collector:
                 "rpm", "-q", "kernel-devel-" + release, "kernel-headers-" + release])
         self.file("install_log", INSTALL_LOG, tail_lines=300)
         return base
+
+    def npu_health(self, smi: str) -> None:
+        """``npu-smi info -t health -i N -c C`` of every chip: its health and error codes."""
+        rc, out = self.cmd("npu-smi.map", [smi, "info", "-m"])
+        chips = []
+        for line in out.splitlines() if rc == 0 else []:
+            match = NPU_MAP_ROW.match(line)
+            if match:
+                chips.append((match.group(1), match.group(2)))
+        self._parallel([
+            (lambda n=n, c=c: self.cmd("npu-smi.health:" + n + ":" + c,
+                                       [smi, "info", "-t", "health", "-i", n, "-c", c]))
+            for n, c in chips])
+
+    def plog(self, environ: dict[str, str]) -> None:
+        """The [ERROR] lines of the newest CANN plog files of root and of the service's user."""
+        dirs = []
+        if environ.get("ASCEND_PROCESS_LOG_PATH"):
+            dirs.append(os.path.join(environ["ASCEND_PROCESS_LOG_PATH"], "debug", "plog"))
+        homes = ["/root"]
+        user = environ.get("USER") or ""
+        if user and user != "root":
+            homes.append(os.path.expanduser("~" + user))
+        dirs += [os.path.join(home, PLOG_DIR) for home in homes]
+        found = []
+        for folder in dirs:
+            for path in glob.glob(os.path.join(folder, "plog-*.log")):
+                try:
+                    found.append((os.path.getmtime(path), path))
+                except OSError:
+                    continue
+        self.value("plog.dirs", dirs)
+        for _, path in sorted(found, reverse=True)[:PLOG_FILES]:
+            try:
+                with open(path, encoding="utf-8", errors="replace") as fh:
+                    tail = fh.readlines()[-PLOG_LINES:]
+            except OSError as exc:
+                self._put("plog:" + path, {"path": path, "text": None,
+                                           "error": exc.strerror or str(exc)})
+                continue
+            errors = [line for line in tail if "[ERROR]" in line]
+            self._put("plog:" + path, {"path": path, "text": _clip("".join(errors))})
 
     def cann(self, facts: dict[str, dict[str, Any]], base: str) -> None:
         ledger = facts.get("ascend_cann", {})
@@ -309,6 +361,20 @@ class Collector:
         if url and props.get("ActiveState") == "active":
             self.value("service.health", _probe(url.rstrip("/") + "/health"))
 
+    def _service_env(self) -> dict[str, str]:
+        """The running server's environment and its unit's User= (what the plog needs)."""
+        env = {}
+        text = (self.sections.get("service.environ") or {}).get("value") or ""
+        for line in str(text).splitlines():
+            key, sep, value = line.partition("=")
+            if sep and key in ("ASCEND_PROCESS_LOG_PATH", "HOME"):
+                env[key] = value
+        show = (self.sections.get("unit.show") or {}).get("out") or ""
+        for line in str(show).splitlines():
+            if line.startswith("User=") and line[5:]:
+                env["USER"] = line[5:]
+        return env
+
     def _parallel(self, jobs: list[Any], workers: int = 8) -> None:
         pending = list(jobs)
 
@@ -337,6 +403,7 @@ class Collector:
             lambda: self.tuning(facts),
             lambda: self.service(facts),
         ], workers=4)
+        self.plog(self._service_env())
         return {"format": FORMAT, "host": socket.gethostname(), "sections": self.sections}
 
 

@@ -17,10 +17,9 @@ from typing import Any
 
 import jinja2
 
-from ascend_serve.resources import role_path
+from ascend_serve.resources import template_path
 from ascend_serve.serving.profiles import Profile, ProfileError
 
-TEMPLATES_DIR = role_path("vllm_service", "templates")
 LAUNCHER_TEMPLATE = "vllm-launch.sh.j2"
 # Where the model_store role stages models (<dir>/<profile model name>).
 DEFAULT_MODELS_DIR = Path("/var/lib/ascend-serve/models")
@@ -93,7 +92,7 @@ def health_url(profile: Profile) -> str:
 def environment(templates_dir: Path | None = None) -> jinja2.Environment:
     """Jinja2 with Ansible's template defaults and the filters the template uses."""
     env = jinja2.Environment(
-        loader=jinja2.FileSystemLoader(str(templates_dir or TEMPLATES_DIR)),
+        loader=jinja2.FileSystemLoader(str(templates_dir or template_path())),
         undefined=jinja2.StrictUndefined,
         trim_blocks=True,
         keep_trailing_newline=True,

@@ -13,7 +13,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from ascend_serve.node.npu_smi import hbm_total_mb
+from ansible_collections.ascend_serve.fleet.plugins.module_utils.npu_smi import hbm_total_mb
 from ascend_serve.serving.fit import FitError, FitReport, NotEstimableError, estimate
 from ascend_serve.serving.manifest import ManifestError, load, verify
 from ascend_serve.serving.profiles import Profile, set_problems

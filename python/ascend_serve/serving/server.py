@@ -20,7 +20,11 @@ from typing import Any
 
 import httpx
 
-from ascend_serve.node.vllm_log import StartLog, advice, describe
+from ansible_collections.ascend_serve.fleet.plugins.module_utils.vllm_log import (
+    StartLog,
+    advice,
+    describe,
+)
 
 
 class ServerError(RuntimeError):

@@ -20,7 +20,7 @@ from pathlib import Path
 from types import FrameType
 from typing import Any, Literal, Protocol
 
-from ascend_serve.node.vllm_log import describe
+from ansible_collections.ascend_serve.fleet.plugins.module_utils.vllm_log import describe
 from ascend_serve.serving import launcher
 from ascend_serve.serving.fit import FitError
 from ascend_serve.serving.nodecheck import (

@@ -2,8 +2,11 @@
 
 An inventory names a set (``ascend_stack_set: vllm-ascend-0.13.0``), pins component versions
 (``ascend_stack_pins: {cann: 8.5.0}``), or both. Resolution yields exactly one set or a
-:class:`MatrixError` that says which component mismatches and which sets would fit. The Ansible
-filter ``ascend_serve.fleet.stack_resolve`` calls :func:`resolve`, so roles and CLI agree.
+:class:`MatrixError` that says which component mismatches and which sets would fit.
+
+A host's sets are resolved in one place, :func:`resolve_for_host`: the ``ascend_stack`` role
+(filter ``ascend_serve.fleet.stack_resolve``, the fact ``ascend_stack_resolved``) and
+``ascend-serve mirror`` call it with the same inventory variables, so they cannot disagree.
 """
 
 from __future__ import annotations
@@ -224,6 +227,45 @@ def load_matrix(path: Path | None = None) -> Matrix:
     except OSError as exc:
         raise MatrixError(f"cannot read the version matrix {source}: {exc.strerror}") from exc
     return parse_matrix(data)
+
+
+# The inventory variables that choose a host's sets: the accelerator set (name, pins, chip) and
+# the set the serving environment installs where it differs (python_env_set: the CPU test bed).
+CHOICE = ("ascend_stack_set", "ascend_stack_pins", "ascend_stack_chip", "python_env_set")
+
+
+def resolve_for_host(choice: Mapping[str, Any], matrix: Matrix | None = None) -> dict[str, Any]:
+    """The fact ``ascend_stack_resolved`` of a host whose variables hold ``choice`` (the
+    :data:`CHOICE` variables; a missing one is empty): the accelerator set, as
+    :meth:`StackSet.as_facts`, plus ``serving``, the set the serving environment installs
+    (``python_env_set``, else the accelerator set itself), and ``chosen``, the variables it was
+    resolved from (a later play resolves again only where they differ). ``matrix``: the loaded
+    matrix, else :func:`load_matrix` (``ASCEND_SERVE_MATRIX`` or the collection's)."""
+    chosen = {key: choice.get(key) for key in CHOICE}
+    chosen["ascend_stack_set"] = str(chosen["ascend_stack_set"] or "")
+    chosen["ascend_stack_pins"] = dict(chosen["ascend_stack_pins"] or {})
+    chosen["ascend_stack_chip"] = str(chosen["ascend_stack_chip"] or "")
+    chosen["python_env_set"] = str(chosen["python_env_set"] or "")
+    source = matrix if matrix is not None else load_matrix()
+    accelerator = resolve(source, chosen["ascend_stack_set"] or None, chosen["ascend_stack_pins"],
+                          chosen["ascend_stack_chip"] or None)
+    serving = accelerator
+    if chosen["python_env_set"] and chosen["python_env_set"] != accelerator.name:
+        try:
+            serving = resolve(source, chosen["python_env_set"])
+        except MatrixError as exc:
+            raise MatrixError(f"python_env_set: {exc}") from exc
+    return {**accelerator.as_facts(), "serving": serving.as_facts(), "chosen": chosen}
+
+
+def set_of_facts(facts: Mapping[str, Any]) -> StackSet:
+    """The set a fact of :func:`resolve_for_host` (or its ``serving`` part) describes, without
+    reading the matrix again."""
+    try:
+        return StackSet.model_validate(
+            {key: value for key, value in facts.items() if key in StackSet.model_fields})
+    except ValidationError as exc:
+        raise MatrixError(f"not a resolved version set: {exc}") from exc
 
 
 def _mismatches(candidate: StackSet, pins: Mapping[str, str]) -> list[str]:

@@ -1,8 +1,8 @@
 """Typed view of the vendor's ``npu-smi`` output, and running the tool.
 
-The text is read by :mod:`ascend_serve.node.npu_smi`, the one reader of npu-smi output in this
-project (the same file is the Ansible collection's ``module_utils/npu_smi.py``, which runs on
-managed nodes: standard library only, plain dicts). Every layout it reads comes from a real
+The text is read by the collection's ``plugins/module_utils/npu_smi.py``, the one reader of
+npu-smi output in this project (it also runs on managed nodes: standard library only, plain
+dicts). Every layout it reads comes from a real
 sample under ``tests/data/corpus/npu-smi/``. This module turns its dicts into pydantic models:
 :class:`Chip` (``npu-smi info`` chip table), :class:`NpuProcess` (the process table below it),
 :class:`NpuList` (``info -l``), :class:`NpuMapping` (``info -m``), and the board and health
@@ -19,8 +19,8 @@ from typing import Any
 
 from pydantic import BaseModel, Field, ValidationError
 
-from ascend_serve.node import npu_smi as reader
-from ascend_serve.node.npu_smi import NpuSmiParseError
+from ansible_collections.ascend_serve.fleet.plugins.module_utils import npu_smi as reader
+from ansible_collections.ascend_serve.fleet.plugins.module_utils.npu_smi import NpuSmiParseError
 
 __all__ = [
     "DEFAULT_NPU_SMI",

@@ -310,8 +310,16 @@ def render_type(node: dict[str, Any], kind: str, npu: int, chip_id: int | None) 
         for chip in selected:
             if order.index(chip["health"]) > order.index(worst):
                 worst = chip["health"]
-        code = "NA" if worst == "OK" else "0x80E18402"
-        info = "NA" if worst == "OK" else "node heartbeat lost (simulated fault)"
+        codes = [c for chip in selected for c in chip.get("error_codes") or []]
+        if codes:
+            # Several codes separated by one blank, no 0x (the MindCluster fixture in
+            # tests/data/corpus/faults/npu-smi-t-health-alarm-3codes-mindcluster-fixture.txt).
+            code = " ".join(dict.fromkeys(codes))
+            info = next((c.get("error_information") for c in selected
+                         if c.get("error_information")), "NA")
+        else:
+            code = "NA" if worst == "OK" else "0x80E18402"
+            info = "NA" if worst == "OK" else "node heartbeat lost (simulated fault)"
         return _kv(
             [("Health Status", worst), ("Error Code", code), ("Error Information", info)]
         )

@@ -1,1 +1,0 @@
-../../../../../../../python/ascend_serve/node/npu_metrics.py

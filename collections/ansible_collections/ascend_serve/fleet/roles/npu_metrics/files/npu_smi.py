@@ -1,1 +1,0 @@
-../../../plugins/module_utils/npu_smi.py

@@ -1,1 +1,0 @@
-../../../collections/ansible_collections/ascend_serve/fleet/plugins/module_utils/ascend_files.py
