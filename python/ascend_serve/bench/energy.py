@@ -28,13 +28,13 @@ import itertools
 import re
 import shutil
 import subprocess
-import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from types import TracebackType
 from typing import Any
+
+from ascend_serve.bench.periodic import PeriodicSampler
 
 POWERCAP_ROOT = Path("/sys/class/powercap")
 HWMON_ROOT = Path("/sys/class/hwmon")
@@ -119,18 +119,15 @@ class EnergyReport:
         }
 
 
-class _Polled:
-    """Calls ``sample`` every ``interval_s`` in a daemon thread between ``start`` and ``stop``
-    (or the ``with`` block), once at each end; a failed sample is counted, never raised."""
+class _Polled(PeriodicSampler):
+    """An energy meter read every ``interval_s`` during the load (:class:`PeriodicSampler`); a
+    failed sample is counted, never raised."""
+
+    thread_name = "energy-meter"
 
     def __init__(self, interval_s: float, clock: Callable[[], float]) -> None:
-        if interval_s <= 0:
-            raise ValueError(f"the energy sampling interval must be > 0 s, got {interval_s}")
-        self.interval_s = interval_s
+        super().__init__(interval_s, "energy meter")
         self._clock = clock
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
-        self._lock = threading.Lock()
         self.samples = 0
         self.failed = 0
         self.last_error: str | None = None
@@ -152,33 +149,6 @@ class _Polled:
             with self._lock:
                 self.failed += 1
                 self.last_error = str(exc)
-
-    def _loop(self) -> None:
-        while not self._stop.wait(self.interval_s):
-            self.sample_once()
-
-    def start(self) -> None:
-        if self._thread is not None:
-            raise RuntimeError("the energy meter is already running")
-        self.sample_once()
-        self._thread = threading.Thread(target=self._loop, name="energy-meter", daemon=True)
-        self._thread.start()
-
-    def stop(self) -> None:
-        if self._thread is None:
-            return
-        self._stop.set()
-        self._thread.join()
-        self._thread = None
-        self.sample_once()
-
-    def __enter__(self) -> _Polled:
-        self.start()
-        return self
-
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:
-        self.stop()
 
     def _duration(self) -> float:
         if self.first_t is None or self.last_t is None:

@@ -23,15 +23,14 @@ the sampler carries on, since telemetry must never stop the benchmark it observe
 
 from __future__ import annotations
 
-import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from statistics import fmean
-from types import TracebackType
 from typing import Any
 
 from ascend_serve.bench import energy
+from ascend_serve.bench.periodic import PeriodicSampler
 from ascend_serve.stack import npusmi
 from ascend_serve.stack.npusmi import Chip
 
@@ -190,15 +189,16 @@ def summarise(samples: list[Sample], *, source: str, interval_s: float,
                            energy_j=energy_joules(samples), chips=stats, imbalance=imbalance)
 
 
-class TelemetrySampler:
-    """Samples ``query()`` (the text of ``npu-smi info``) every ``interval_s`` seconds in a
-    daemon thread between ``start`` and ``stop`` (or the ``with`` block), once at each end."""
+class TelemetrySampler(PeriodicSampler):
+    """Samples ``query()`` (the text of ``npu-smi info``) every ``interval_s`` seconds during the
+    load (:class:`PeriodicSampler`)."""
+
+    thread_name = "npu-telemetry"
 
     def __init__(self, query: Callable[[], str], *, source: str,
                  interval_s: float = DEFAULT_INTERVAL_S,
                  clock: Callable[[], float] = time.monotonic) -> None:
-        if interval_s <= 0:
-            raise ValueError(f"telemetry interval must be > 0 s, got {interval_s}")
+        super().__init__(interval_s, "telemetry sampler")
         self._query = query
         self._clock = clock
         self.source = source
@@ -206,9 +206,6 @@ class TelemetrySampler:
         self.samples: list[Sample] = []
         self.failed = 0
         self.last_error: str | None = None
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
-        self._lock = threading.Lock()
 
     def sample_once(self) -> None:
         t = self._clock()
@@ -221,33 +218,6 @@ class TelemetrySampler:
             return
         with self._lock:
             self.samples.append(Sample(t=t, chips=chips))
-
-    def _loop(self) -> None:
-        while not self._stop.wait(self.interval_s):
-            self.sample_once()
-
-    def start(self) -> None:
-        if self._thread is not None:
-            raise RuntimeError("the telemetry sampler is already running")
-        self.sample_once()
-        self._thread = threading.Thread(target=self._loop, name="npu-telemetry", daemon=True)
-        self._thread.start()
-
-    def stop(self) -> None:
-        if self._thread is None:
-            return
-        self._stop.set()
-        self._thread.join()
-        self._thread = None
-        self.sample_once()
-
-    def __enter__(self) -> TelemetrySampler:
-        self.start()
-        return self
-
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:
-        self.stop()
 
     def report(self) -> TelemetryReport:
         with self._lock:
