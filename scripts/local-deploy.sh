@@ -2,7 +2,8 @@
 # The main job on the embedded default: a simulated Atlas 800 A2 node (8 x 910B) in a local
 # podman container, site.yml against it with inventories/local (preflight, OS packages, NPU driver
 # and firmware, CANN, host tuning, swap, the Python environment with the CPU version set, a tiny
-# DeepSeek-V3 model), then the node's preflight report and npu-smi.
+# DeepSeek-V3 model, vLLM under systemd and vllm-router in front of it), then the node's
+# preflight report and npu-smi, and validate against the server and through the router.
 #   scripts/local-deploy.sh [--fresh] [ascend-serve deploy options, e.g. --tags preflight --check]
 # --fresh replaces the simulated node with a new, clean one; otherwise it is kept between runs,
 # so a second run shows that nothing changes.
@@ -67,9 +68,15 @@ ca_bundle=${ca_bundle:-${PIP_CERT:-/etc/ssl/certs/ca-certificates.crt}}
 wheel_args+=(--ca-bundle "$ca_bundle")
 
 state=$(podman container inspect --format '{{.State.Status}}' "$NODE" 2>/dev/null || echo absent)
+# A node started before Ansible reached it over SSH lacks the authorized_keys mount: replace it.
+if [ "$state" != absent ] && ! podman container inspect --format '{{range .Mounts}}{{.Destination}} {{end}}' \
+    "$NODE" | grep -qw /root/.ssh/authorized_keys; then
+  echo "[local-deploy] $NODE predates the SSH mount (.cache/test-ssh); starting a new node"
+  fresh=1
+fi
 if [ "$fresh" = 1 ] || [ "$state" = absent ]; then
   echo "[local-deploy] starting simulated Atlas 800 A2 node $NODE"
-  python -m ascend_sim node up "$NODE" --model atlas800-a2 --mirror "$ROOT/.artifacts/mirror" \
+  python -m ascend_sim node up "$NODE" --model atlas800-a2 --ssh --mirror "$ROOT/.artifacts/mirror" \
     "${wheel_args[@]}" >/dev/null
 elif [ "$state" != running ]; then
   podman start "$NODE" >/dev/null
@@ -96,4 +103,14 @@ print(f["served_name"], urllib.parse.urlsplit(f["url"]).port)')
   echo "[local-deploy] validating $served at $url (unit ascend-vllm on $NODE):"
   ascend-serve validate "$url" --served-name "$served" --reasoning
   echo "[local-deploy] serving $served at $url"
+  # The router (roles/router, group vllm_routers) in front of it: the same checks through it.
+  if podman exec "$NODE" systemctl is-active --quiet ascend-router 2>/dev/null; then
+    router_port=$(ansible-inventory -i inventories/local/hosts.yml --host "$NODE" | python -c '
+import json, sys
+print(json.load(sys.stdin).get("router_port", 30000))')
+    router_url="http://$address:$router_port"
+    echo "[local-deploy] validating $served through the router at $router_url (unit ascend-router on $NODE):"
+    ascend-serve validate "$router_url" --served-name "$served" --reasoning
+    echo "[local-deploy] routing $served at $router_url"
+  fi
 fi

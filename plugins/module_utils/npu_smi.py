@@ -327,6 +327,22 @@ def hbm_total_mb(chips: list[dict[str, Any]]) -> int | None:
     return min(totals) if totals else None
 
 
+def info_facts(text: str) -> dict[str, Any]:
+    """The ``ascend_npu_smi`` fact of one ``npu-smi info`` output (module ``npu_smi_facts``, and
+    ``npu_faults``, which reads the same table): versions, layout, chips, HBM per chip, processes.
+    Raises NpuSmiParseError naming the line."""
+    info = read_info(text)
+    return {
+        "present": True,
+        "version": info["driver_version"] or "",
+        "tool_version": info["tool_version"] or "",
+        "layout": info["layout"],
+        "chips": info["chips"],
+        "hbm_total_mb": hbm_total_mb(info["chips"]),
+        "processes": info["processes"],
+    }
+
+
 def unhealthy(chips: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The chips whose health is not ``OK`` (Warning in 910a-23.0.rc3-warning-1card)."""
     return [c for c in chips if c.get("health") != HEALTH_OK]

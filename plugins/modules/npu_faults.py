@@ -16,6 +16,11 @@ description:
     so that a fault that cleared keeps blocking for the policy window (filter
     C(ascend_serve.fleet.fault_blocks)). Reads only; the caller records the result in the ledger
     C(ascend_faults).
+  - Also sets C(ascend_npu_smi) from the same C(npu-smi info) output, as
+    C(ascend_serve.fleet.npu_smi_facts) with C(boards=false) sets it (chips, processes,
+    versions, HBM per chip; C(boards) empty), so a play that reads the faults first runs
+    C(npu-smi info) once (the serving profile's HBM fit in C(playbooks/preflight.yml) reuses
+    it). Not set where npu-smi does not exist.
 version_added: 0.2.0
 options:
   npu_smi:
@@ -50,7 +55,7 @@ EXAMPLES = r"""
 
 RETURN = r"""
 ansible_facts:
-  description: Sets C(ascend_npu_faults).
+  description: Sets C(ascend_npu_faults), and C(ascend_npu_smi) where npu-smi ran.
   returned: always
   type: dict
   contains:
@@ -77,12 +82,13 @@ ansible_facts:
 import os
 from typing import Any
 
+from ansible.module_utils.basic import AnsibleModule
+
 from ansible_collections.ascend_serve.fleet.plugins.module_utils import fault_codes
-from ansible_collections.ascend_serve.fleet.plugins.module_utils.module_main import facts_main
 from ansible_collections.ascend_serve.fleet.plugins.module_utils.npu_smi import (
     NpuSmiParseError,
+    info_facts,
     read_health,
-    read_info,
 )
 
 
@@ -119,11 +125,13 @@ def build(chips: list[dict[str, Any]], processes: list[dict[str, Any]],
             "faults": fault_codes.lifetime(previous, out, now)}
 
 
-def read(module: Any) -> dict[str, Any]:
+def read(module: Any) -> tuple[dict[str, Any], dict[str, Any] | None]:
+    """(the ``ascend_npu_faults`` fact, the ``ascend_npu_smi`` fact or None where npu-smi does
+    not exist)."""
     tool = module.params["npu_smi"]
     if module.params["missing_ok"] and not os.path.exists(tool):
         return {"present": False, "chips": [], "worst": None,
-                "faults": dict(module.params["previous"] or {})}
+                "faults": dict(module.params["previous"] or {})}, None
     table = {str(k).upper(): str(v) for k, v in (module.params["table"] or {}).items()}
     if not table:
         module.fail_json(msg="npu_faults: the code table is empty: pass chip.codes of the "
@@ -132,7 +140,7 @@ def read(module: Any) -> dict[str, Any]:
     if rc != 0:
         module.fail_json(msg=f"{tool} info failed with rc {rc}: {(err or out).strip()}")
     try:
-        info = read_info(out)
+        info = info_facts(out)
     except NpuSmiParseError as exc:
         module.fail_json(msg=f"cannot read the output of {tool} info: {exc}")
     pages: dict[tuple[int, int], dict[str, Any]] = {}
@@ -147,20 +155,25 @@ def read(module: Any) -> dict[str, Any]:
         except NpuSmiParseError as exc:
             module.fail_json(msg=f"cannot read {' '.join(argv)}: {exc}")
     try:
-        return build(info["chips"], info["processes"], pages, table,
-                     module.params["previous"] or {}, fault_codes.utc_now())
+        faults = build(info["chips"], info["processes"], pages, table,
+                       module.params["previous"] or {}, fault_codes.utc_now())
     except fault_codes.FaultCodeError as exc:
         module.fail_json(msg=f"npu_faults: {exc}")
-    return {}  # not reached: fail_json exits
+    return faults, {**info, "boards": {}}
 
 
 def main() -> None:
-    facts_main("ascend_npu_faults", read, {
+    module = AnsibleModule(argument_spec={
         "npu_smi": {"type": "path", "default": "/usr/local/sbin/npu-smi"},
         "table": {"type": "dict", "required": True},
         "previous": {"type": "dict", "default": {}},
         "missing_ok": {"type": "bool", "default": False},
-    })
+    }, supports_check_mode=True)
+    faults, smi = read(module)
+    facts = {"ascend_npu_faults": faults}
+    if smi is not None:
+        facts["ascend_npu_smi"] = smi
+    module.exit_json(changed=False, ansible_facts=facts)
 
 
 if __name__ == "__main__":

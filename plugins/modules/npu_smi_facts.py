@@ -78,24 +78,14 @@ from typing import Any
 from ansible_collections.ascend_serve.fleet.plugins.module_utils.module_main import facts_main
 from ansible_collections.ascend_serve.fleet.plugins.module_utils.npu_smi import (
     NpuSmiParseError,
-    hbm_total_mb,
-    read_info,
+    info_facts,
     read_page,
 )
 
 
 def parse_info(text: str) -> dict[str, Any]:
     """The facts of one ``npu-smi info`` output (raises NpuSmiParseError naming the line)."""
-    info = read_info(text)
-    return {
-        "present": True,
-        "version": info["driver_version"] or "",
-        "tool_version": info["tool_version"] or "",
-        "layout": info["layout"],
-        "chips": info["chips"],
-        "hbm_total_mb": hbm_total_mb(info["chips"]),
-        "processes": info["processes"],
-    }
+    return info_facts(text)
 
 
 # What a host without npu-smi reports with missing_ok (the driver is not installed yet).

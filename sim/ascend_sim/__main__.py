@@ -6,6 +6,7 @@
   python -m ascend_sim fault DIR installer_crash driver [--times N]
   python -m ascend_sim health DIR NPU STATE
   python -m ascend_sim fault-code DIR NPU [CODE ...] [--chip C]   (no CODE: clear)
+  python -m ascend_sim unit-log DIR hccl-timeout|clear [--pid N]  (EI0006 in the unit's log)
   python -m ascend_sim link DIR DEVICE DOWN|UP     (a device NIC link fault; UP clears it)
   python -m ascend_sim packages OUT (--set NAME | --driver V --firmware V) [--cann V] [--chip 910b]
                                 [--arch A]   (--set: driver, firmware and CANN from the matrix)
@@ -19,8 +20,10 @@ import json
 import os
 import subprocess
 import sys
+from datetime import datetime, timezone
 from pathlib import Path
 
+from . import proxyssh
 from .miniconda import build_installer
 from .models import SERVER_MODELS, Node, make_node
 from .runfile import Package, build, sha256_of
@@ -58,6 +61,12 @@ def set_health(node: Node, npu: int, state: str) -> None:
 # ConfigMap); a code no real sample shows is not simulated (issue #32).
 CORPUS_CHIP_CODES = ("A4025021", "8C03A000", "8C084E00", "A8028801", "A4028801", "80E18402",
                      "80E18401", "81078603")
+# One RestartBusiness-class code (the vendor's faultCode.json; the class no sample of the corpus
+# shows), printed in the corpus's `-t health` format (the MindCluster health fixture): 80E01801,
+# the uncorrectable-ECC ("uce") code MindCluster's own test data uses
+# (Ascend/mind-cluster component/clusterd/testdata/resource/job_fault_rank_test.yaml
+# @ 22bb3d987bc0208c3eb7395e222b661276133c58).
+VENDOR_TABLE_CHIP_CODES = ("80E01801",)
 # The Error Information of the corpus's one health page with codes (the same fixture).
 CORPUS_ERROR_INFORMATION = "ascend_monitor adda heart beat lost error"
 
@@ -68,14 +77,36 @@ def set_fault_codes(node: Node, npu: int, chip: int, codes: list[str]) -> None:
     if not 0 <= chip < len(chips):
         raise SystemExit(f"node has no chip {chip} on NPU {npu}")
     wanted = [c.upper() for c in codes]
-    unknown = [c for c in wanted if c not in CORPUS_CHIP_CODES]
+    known = CORPUS_CHIP_CODES + VENDOR_TABLE_CHIP_CODES
+    unknown = [c for c in wanted if c not in known]
     if unknown:
         raise SystemExit(f"no real sample shows {', '.join(unknown)}: the simulator prints only "
-                         f"{', '.join(CORPUS_CHIP_CODES)}")
+                         f"{', '.join(known)}")
     target = chips[chip]
     target.error_codes = wanted
     target.error_information = CORPUS_ERROR_INFORMATION if wanted else ""
     target.health = "Alarm" if wanted else "OK"
+
+
+def hccl_timeout_lines(pid: int, at: datetime) -> list[str]:
+    """An HCCL socket timeout as CANN writes it to the serving process's output, in the format of
+    the corpus's real sample (tests/data/corpus/faults/hccl-ei0006-get-socket-timeout-2node-
+    issue5461.log, vllm-ascend issue 5461): ``[PID: N] YYYY-MM-DD-HH:MM:SS.mmm.uuu
+    Get_Socket_Timeout(EI0006): ...``, then the indented ``TraceBack`` header. Only the message's
+    first sentence is printed; the sample's Reason and Solution prose is not repeated."""
+    milli, micro = divmod(at.microsecond, 1000)
+    stamp = at.strftime("%Y-%m-%d-%H:%M:%S") + f".{milli:03d}.{micro:03d}"
+    return [f"[PID: {pid}] {stamp} Get_Socket_Timeout(EI0006): Getting socket times out.",
+            "        TraceBack (most recent call last):"]
+
+
+def set_unit_log_fault(node: Node, fault: str, pid: int) -> None:
+    """Lines the serving unit prints as it fails (the ``unit_log`` knob, read by the stand-in
+    server tests/data/vllm-standin); ``clear`` removes them."""
+    if fault == "clear":
+        node.faults.pop("unit_log", None)
+    else:
+        node.faults["unit_log"] = hccl_timeout_lines(pid, datetime.now(timezone.utc))
 
 
 def set_link(node: Node, device: int, state: str) -> None:
@@ -96,6 +127,7 @@ def podman_volumes(
     mirror: Path | None = None,
     wheelhouse: Path | None = None,
     ca_bundle: Path | None = None,
+    ssh: bool = False,
 ) -> list[str]:
     """The mounts that make a container a simulated node (molecule.yml lists the same)."""
     volumes = [f"{directory}/sysfs:/sys/bus/pci/devices:ro", f"{directory}:/opt/ascend-sim:rw"]
@@ -105,6 +137,8 @@ def podman_volumes(
         volumes.append(f"{wheelhouse}:/srv/wheelhouse:ro")
     if ca_bundle is not None:  # the CA bundle the site's pip trusts
         volumes.append(f"{ca_bundle}:/srv/ca/site-ca.crt:ro")
+    if ssh:  # the test bed's key logs in over SSH (proxyssh)
+        volumes.append(proxyssh.volume())
     return volumes
 
 
@@ -116,13 +150,14 @@ def node_up(
     mirror: Path | None = None,
     wheelhouse: Path | None = None,
     ca_bundle: Path | None = None,
+    ssh: bool = False,
 ) -> Path:
     directory = STATE_DIR / name
     subprocess.run(["podman", "rm", "-f", "--ignore", name], check=True, capture_output=True)
     create_node(directory, model, npus, [])
     # NET_ADMIN: hccn_tool gives each device NIC a real interface in the node's namespace.
     cmd = ["podman", "run", "-d", "--name", name, "--hostname", name, "--cap-add", "NET_ADMIN"]
-    for volume in podman_volumes(directory, mirror, wheelhouse, ca_bundle):
+    for volume in podman_volumes(directory, mirror, wheelhouse, ca_bundle, ssh):
         cmd += ["-v", volume]
     cmd += ["--systemd=always", image, "/sbin/init"]
     subprocess.run(cmd, check=True, capture_output=True)
@@ -186,6 +221,8 @@ def main(argv: list[str] | None = None) -> int:
     up_p.add_argument("--mirror", type=Path, help="package mirror directory to mount")
     up_p.add_argument("--wheelhouse", type=Path, help="wheel directory to mount (pip find-links)")
     up_p.add_argument("--ca-bundle", type=Path, help="CA bundle file to mount (pip's PIP_CERT)")
+    up_p.add_argument("--ssh", action="store_true",
+                      help="mount the test bed's authorized_keys (reached over SSH: proxyssh)")
     down_p = node_sub.add_parser("down")
     down_p.add_argument("name")
 
@@ -207,6 +244,11 @@ def main(argv: list[str] | None = None) -> int:
     code_p.add_argument("codes", nargs="*")
     code_p.add_argument("--chip", type=int, default=0)
 
+    log_p = sub.add_parser("unit-log", help="make the serving unit fail with an HCCL timeout "
+                           "(EI0006) in its log, in the corpus's format; clear removes it")
+    log_p.add_argument("dir")
+    log_p.add_argument("fault", choices=["hccl-timeout", "clear"])
+    log_p.add_argument("--pid", type=int, default=749)
     link_p = sub.add_parser("link", help="take one device NIC's link down, or clear that fault")
     link_p.add_argument("dir")
     link_p.add_argument("device", type=int)
@@ -236,10 +278,10 @@ def main(argv: list[str] | None = None) -> int:
             create_node(Path(args.dir), args.model, args.npus, args.health)
         elif args.action == "up":
             print(node_up(args.name, args.model, args.npus, args.image, args.mirror,
-                          args.wheelhouse, args.ca_bundle))
+                          args.wheelhouse, args.ca_bundle, args.ssh))
         else:
             subprocess.run(["podman", "rm", "-f", "--ignore", args.name], check=True)
-    elif args.cmd in ("fault", "health", "link", "fault-code"):
+    elif args.cmd in ("fault", "health", "link", "fault-code", "unit-log"):
         path = Path(args.dir) / "node.json"
         node = Node.load(path)
         if args.cmd == "fault":
@@ -248,6 +290,8 @@ def main(argv: list[str] | None = None) -> int:
             set_link(node, args.device, args.state)
         elif args.cmd == "fault-code":
             set_fault_codes(node, args.npu, args.chip, args.codes)
+        elif args.cmd == "unit-log":
+            set_unit_log_fault(node, args.fault, args.pid)
         else:
             set_health(node, args.npu, args.state)
         node.save(path)

@@ -28,6 +28,7 @@ from ascend_serve.fleet import events as ev
 from ascend_serve.fleet import request as rq
 from ascend_serve.fleet import rundir as rd
 from ascend_serve.resources import collections_path
+from ascend_sim import proxyssh
 
 ROOT = Path(__file__).resolve().parents[2]
 PLAYBOOK = ROOT / "tests" / "playbooks" / "deploy_two_hosts.yml"
@@ -441,8 +442,8 @@ def two_nodes(tmp_path: Path) -> Iterator[Path]:
         pytest.skip("podman is not installed")
     env = {**os.environ, "ASCEND_SIM_STATE": str(tmp_path / "sim")}
     try:
-        _sim("node", "up", OK_NODE, "--model", "atlas800-a2", env=env)
-        _sim("node", "up", BAD_NODE, "--model", "atlas800-a2", "--npus", "4", env=env)
+        _sim("node", "up", OK_NODE, "--model", "atlas800-a2", "--ssh", env=env)
+        _sim("node", "up", BAD_NODE, "--model", "atlas800-a2", "--npus", "4", "--ssh", env=env)
         # Let the node finish booting (systemd writes under /var/lib while it starts), make it
         # Debian 11, wait a second so that later writes have a newer mtime, then mark the time.
         _exec(BAD_NODE, "timeout", "60", "systemctl", "is-system-running", "--wait", check=False)
@@ -457,8 +458,7 @@ def two_nodes(tmp_path: Path) -> Iterator[Path]:
                     inventory / "group_vars" / "ascend_nodes" / "main.yml")
         hosts = {"all": {"children": {"ascend_nodes": {
             "hosts": {OK_NODE: None, BAD_NODE: None},
-            "vars": {"ansible_connection": "containers.podman.podman",
-                     "ansible_python_interpreter": "/usr/bin/python3"}}}}}
+            "vars": proxyssh.inventory_vars()}}}}
         (inventory / "hosts.yml").write_text(yaml.safe_dump(hosts), encoding="utf-8")
         yield inventory / "hosts.yml"
     finally:

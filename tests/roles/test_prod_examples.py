@@ -15,8 +15,9 @@ from typing import Any
 import pytest
 import yaml
 from ansible_run import BIN, ansible_playbook
-from paths import COLLECTION, ROOT
+from paths import COLLECTION, PLAYBOOKS, ROOT
 
+from ascend_serve.fleet import request as rq
 from ascend_serve.mirror.inventory import HostVars, InventoryError, read_hosts, resolved_sets
 from ascend_serve.stack.matrix import load_matrix
 
@@ -107,9 +108,15 @@ def test_four_host_example_batches_never_split_a_replica() -> None:
     assert all(len(members) == nodes for members in groups.values()), groups
     order = [h.name for h in hosts]  # the order a play of ascend_nodes meets them
     replicas = sorted(sorted(m) for m in groups.values())
-    for variable in ("ascend_rollout_batches", "ascend_upgrade_batches"):
-        serial = [int(s) for s in hosts[0].get(variable)]
-        batches = _batches(order, serial)
+    # The batches a play gets: an inventory's value never reaches a play's serial (Ansible
+    # templates it with play and extra variables only); `ascend-serve deploy` hands it over as
+    # an extra variable, and this is the value it hands over for each playbook.
+    inventory = [str(ROOT / "inventories" / "prod-4x2" / "hosts.yml")]
+    for playbook, variable in (("site", "ascend_rollout_batches"),
+                               ("upgrade", "ascend_upgrade_batches")):
+        passed = rq.inventory_batches(PLAYBOOKS / f"{playbook}.yml", inventory, None, set())
+        assert list(passed) == [variable], (playbook, passed)
+        batches = _batches(order, [int(s) for s in passed[variable]])
         assert sorted(sorted(b) for b in batches) == replicas, (variable, batches)
 
 

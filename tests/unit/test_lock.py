@@ -36,6 +36,8 @@ from ascend_serve.stack.lock import (
     pin_conflicts,
     pins_of,
     read_plan,
+    router_files,
+    router_lock_path,
     targets,
 )
 from ascend_serve.stack.matrix import load_matrix, parse_matrix, resolve
@@ -83,6 +85,17 @@ def test_committed_locks_match_the_matrix() -> None:
         # A set removed from the matrix leaves an orphaned lock.
         (lambda d: d["sets"].remove(_row(d, "vllm-ascend-0.9.1")),
          "vllm-ascend-0.9.1/py3.9-aarch64: a lock of no set/target in stack-matrix.yml"),
+        # The router locks follow the same targets.
+        (lambda d: _row(d, "vllm-ascend-0.18.0")["python"].append("3.12"),
+         "vllm-ascend-0.18.0/router/py3.12-aarch64.txt (set vllm-ascend-0.18.0, target "
+         "py3.12-aarch64): no router lock; generate it with `ascend-serve matrix lock --router "
+         "--set vllm-ascend-0.18.0`"),
+        (lambda d: d["sets"].remove(_row(d, "vllm-ascend-0.9.1")),
+         "vllm-ascend-0.9.1/router/py3.9-aarch64.txt: a router lock of no set/target in "
+         "stack-matrix.yml"),
+        (lambda d: _row(d, "vllm-ascend-0.13.0").update(glibc="2.34"),
+         "vllm-ascend-0.13.0/router/py3.11-aarch64.txt (set vllm-ascend-0.13.0, target "
+         "py3.11-aarch64): its header is not uv's for this target"),
     ],
 )
 def test_stale_locks_are_found(mutate: Any, expected: str) -> None:
@@ -339,14 +352,17 @@ def _wheelhouse_overrides(name: str) -> dict[str, str]:
 
 @pytest.fixture(scope="module")
 def index_check() -> IndexCheck:
-    """Every committed lock's files looked up on the index once (one request per project)."""
+    """Every committed lock's files, the router locks' too, looked up on the index once (one
+    request per project)."""
     matrix = load_matrix()
     jobs = [(s, t, lock_dir(LOCKS, s.name, t)) for s in matrix.sets if not s.unlocked
             for t in targets(s)]
+    router = [(s, t, router_lock_path(LOCKS, s.name, t)) for s in matrix.sets
+              for t in targets(s)]
     overrides: dict[str, str] = {}
     for stack in matrix.sets:
         overrides |= _wheelhouse_overrides(stack.name)
-    return files_on_index(jobs, index_overrides=overrides)
+    return files_on_index(jobs, index_overrides=overrides, router=router)
 
 
 @pytest.mark.index
@@ -358,7 +374,7 @@ def test_locked_files_are_still_on_the_index(index_check: IndexCheck, name: str)
     stack = resolve(load_matrix(), name)
     if stack.unlocked:
         pytest.skip(f"{name}: {stack.unlocked}")
-    where = f"set {name}, "
+    where = f"set {name}, target "
     assert PYPI_SIMPLE not in index_check.unreachable, (
         f"the index could not be read, so nothing was checked (this is no finding about the "
         f"locks): {index_check.unreachable[PYPI_SIMPLE]}")
@@ -370,6 +386,26 @@ def test_locked_files_are_still_on_the_index(index_check: IndexCheck, name: str)
                   for t in targets(stack))
     unchecked = sum(where in u for u in index_check.unchecked)
     assert unchecked < checked and index_check.verified >= checked - unchecked
+
+
+@pytest.mark.index
+@pytest.mark.parametrize("name", [s.name for s in load_matrix().sets])
+def test_router_locked_files_are_still_on_the_index(index_check: IndexCheck, name: str) -> None:
+    """Every file a router lock pins (vllm-router and its dependencies, all on PyPI, an unlocked
+    set's too) is on the index with the sha256 the lock records, read from the index's own
+    listing in the same requests as the sets' locks (nothing is downloaded). Only a file gone or
+    changed fails this, never a newer release."""
+    where = f"set {name}, router lock "
+    assert PYPI_SIMPLE not in index_check.unreachable, (
+        f"the index could not be read, so nothing was checked (this is no finding about the "
+        f"locks): {index_check.unreachable[PYPI_SIMPLE]}")
+    alarms = [a for a in index_check.alarms if where in a]
+    assert not alarms, "\n".join(alarms)
+    # PyPI is one complete index: a router pin is verified or an alarm, never unchecked.
+    assert not [u for u in index_check.unchecked if where in u]
+    checked = sum(len(router_files(router_lock_path(LOCKS, name, t)))
+                  for t in targets(resolve(load_matrix(), name)))
+    assert checked > 0 and index_check.verified >= checked
 
 
 @pytest.mark.index

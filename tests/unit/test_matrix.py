@@ -87,7 +87,11 @@ def test_set_fields_and_hdk_lines() -> None:
         assert not cann85.hdk_accepts(refused), refused
     # CANN 9.1.X: 25.2.X to 26.1.0, but not 25.0.X; the recommended HDK is 26.0.RC1.
     cann91 = resolve(matrix, "vllm-ascend-0.23.0")
-    assert cann91.hdk == "26.0.rc1" and cann91.glibc == "2.34"
+    assert cann91.hdk == "26.0.rc1"
+    # Mooncake (the PD profiles' transport), as VA's Dockerfiles @v0.23.0 pin it: its aarch64
+    # wheels are manylinux_2_35, so the set's glibc is 2.35 (vllm-ascend's own: 2.34).
+    assert cann91.extras == ["mooncake-transfer-engine-npu==0.3.11.post1"]
+    assert cann91.glibc == "2.35" and "manylinux_2_35" in str(cann91.sources["glibc"])
     assert cann91.hdk_accepts("26.1.0") and not cann91.hdk_accepts("25.0.rc1")
     assert [i.name for i in cann91.indexes] == ["ascend"] and cann91.unlocked
 

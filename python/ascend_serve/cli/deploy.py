@@ -249,7 +249,9 @@ def deploy(
         list[str] | None,
         typer.Option("-e", "--extra-vars", metavar="VARS",
                      help="key=value pairs, YAML/JSON, or @FILE; repeatable. Values given "
-                          "inline are not kept in the run directory."),
+                          "inline are not kept in the run directory. A variable a play's "
+                          "serial reads (ascend_upgrade_batches, ascend_rollout_batches) is "
+                          "passed from the inventory unless given here."),
     ] = None,
     vault_password_file: Annotated[
         list[str] | None,
@@ -297,6 +299,9 @@ def deploy(
         what = f"{request.name} on {', '.join(request.inventories)}"
         console.print(f"deploy {what} (run directory {target})", highlight=False,
                       markup=False, soft_wrap=True)
+        for name, value in request.serial_from_inventory.items():
+            console.print(f"batches from the inventory: -e {json.dumps({name: value})}",
+                          highlight=False, markup=False, soft_wrap=True)
 
     def on_notice(notice: ev.Notice) -> None:
         if view is not None:

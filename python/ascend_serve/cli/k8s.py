@@ -54,8 +54,8 @@ def render_command(
         "--env-file", help="KEY=value file on the node the launcher loads, e.g. "
         "/etc/ascend-serve/hccl.env of the hccl role; repeatable.")] = None,
     ranktable: Annotated[Path | None, typer.Option(
-        help="The rank table (hccl.json) to hand to the pods; a multi-node profile needs this "
-        "or --ranktable-plan.")] = None,
+        help="A rank table (hccl.json) to hand to the pods (RANK_TABLE_FILE), for software in "
+        "them that reads one; vLLM's data-parallel and PD serving read none.")] = None,
     ranktable_plan: Annotated[Path | None, typer.Option(
         help="Build the rank table from this device IP plan (as ascend-serve ranktable "
         "generate --plan).")] = None,
@@ -65,6 +65,11 @@ def render_command(
     api_key_secret: Annotated[str | None, typer.Option(
         help="Secret whose key VLLM_API_KEY holds the API key clients must send (vLLM reads it "
         "from its environment, never from its command line).")] = None,
+    router_image: Annotated[str | None, typer.Option(
+        help="PD profiles: the image of the router (vllm-router installed); required for "
+        "them.")] = None,
+    router_executable: Annotated[str, typer.Option(
+        help="PD profiles: the vllm-router executable in --router-image.")] = "vllm-router",
     output_dir: Annotated[Path | None, typer.Option(
         "--output-dir", "-o", help="Write one file per object here (default: one YAML stream "
         "on standard output).")] = None,
@@ -91,20 +96,24 @@ def render_command(
     ] = False,
 ) -> None:
     """Render a Deployment (single-node profile) or a LeaderWorkerSet (multi-node profile),
-    its launcher and rank table ConfigMaps and a Service, from the same launcher template as the
-    systemd unit.
+    its launcher (and, when given, rank table) ConfigMaps and a Service, from the same launcher
+    template as the systemd unit. A PD profile renders a prefill and a decode LeaderWorkerSet
+    (one group per engine, one pod per host, every rank's vllm serve in its launcher) and
+    vllm-router in PD mode as a Deployment with the Service.
 
     Exit codes: 0 rendered, 1 a check failed (the profile does not fit, the rank table is not
-    valid or does not match the profile), 2 bad input (unknown profile, missing rank table of a
-    multi-node profile, bad names or paths, --autoscale MIN > MAX, an unknown metric), 3 the
-    files could not be written. Nothing is written unless every check passed.
+    valid or does not match the profile), 2 bad input (unknown profile, a PD layout the checks
+    refuse, a PD profile without --router-image or with a rank table or --autoscale, bad names
+    or paths, --autoscale MIN > MAX, an unknown metric), 3 the files could not be written.
+    Nothing is written unless every check passed.
     """
     options = RenderOptions(
         profile=profile, assignments=assignments or [], profile_files=profile_files or [],
         name=name, namespace=namespace, stack_set=stack_set, image=image, vllm=vllm,
         model_pvc=model_pvc, model_subpath=model_subpath, model_host_path=model_host_path,
         env_files=env_files or [], ranktable=ranktable, ranktable_plan=ranktable_plan,
-        host_network=host_network, api_key_secret=api_key_secret)
+        host_network=host_network, api_key_secret=api_key_secret, router_image=router_image,
+        router_executable=router_executable)
     scale: autoscale.ScaleSpec | None = None
     if autoscale_range is not None or scale_targets:
         if autoscaler not in autoscale.AUTOSCALERS:
@@ -125,6 +134,10 @@ def render_command(
         raise fail(str(exc), exc.code) from exc
     objs = objects(plan)
     workload = objs[-2]
+    if plan.pd is not None and scale is not None:
+        raise fail(f"profile {plan.profile.name} is a PD profile: --autoscale scales one "
+                   "workload, and a PD deployment's engines are fixed by its kv_ports and "
+                   "engine ids; change pd.<side>.engines instead")
     if scale is not None:
         ref = autoscale.WorkloadRef.of(workload, plan.profile.model.served_name,
                                        plan.profile.health_timeout_s)
@@ -134,7 +147,7 @@ def render_command(
         "profile": plan.profile.name,
         "name": plan.name,
         "namespace": options.namespace,
-        "kind": workload["kind"],
+        "kind": "PD" if plan.pd is not None else workload["kind"],
         "nodes": plan.profile.nodes,
         "stack_set": plan.stack_set,
         "image": plan.image,

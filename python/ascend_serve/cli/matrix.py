@@ -24,6 +24,7 @@ from ascend_serve.stack.lock import (
     PYPI_SIMPLE,
     LockCheck,
     LockError,
+    Target,
     check_locks,
     check_online,
     default_cache,
@@ -31,10 +32,13 @@ from ascend_serve.stack.lock import (
     drift_summary,
     lock_dir,
     resolve_lock,
+    resolve_router_lock,
+    router_files,
+    router_lock_path,
     select,
     targets,
 )
-from ascend_serve.stack.matrix import COMPONENTS, MatrixError, load_matrix, resolve
+from ascend_serve.stack.matrix import COMPONENTS, MatrixError, StackSet, load_matrix, resolve
 
 matrix_app = typer.Typer(
     help="The locked version sets (stack-matrix.yml) and their hash-pinned locks.",
@@ -155,6 +159,10 @@ def matrix_lock(
     strict: Annotated[bool, typer.Option(
         "--strict", help="With --check: drift exits 1 too.")
     ] = False,
+    router: Annotated[bool, typer.Option(
+        "--router", help="Resolve the vllm-router locks (<set>/router/<target>.txt, from "
+        "router.in, wheels only) instead of the sets' locks. --check checks both kinds.")
+    ] = False,
     lock_root: Annotated[Path | None, typer.Option(
         "--locks", help="Lock directory (default: locks/).")] = None,
     cache: Annotated[Path | None, typer.Option(
@@ -163,7 +171,8 @@ def matrix_lock(
     as_json: JsonFlag = False,
 ) -> None:
     """Resolve each set's install plan for its real targets (aarch64, the set's glibc, every
-    Python it lists) with uv and write hash-pinned locks. Exit 1: a resolution failed or
+    Python it lists) with uv and write hash-pinned locks (--router: the vllm-router locks, uv's
+    own output with its header). Exit 1: a resolution failed or
     (--check) a lock is stale, a pinned file is gone from the index or the pins conflict; 2:
     bad input; 3 (--check): the index could not be read."""
     root = lock_root or default_lock_root()
@@ -175,6 +184,8 @@ def matrix_lock(
     overrides = _parse_pairs(index or [], "--index", "NAME=URL")
     if (offline or strict) and not check:
         raise fail("--offline and --strict go with --check")
+    if router and check:
+        raise fail("--check checks the sets' and the router locks; --router is for resolving")
     if check:
         problems = check_locks(matrix, root)
         online: LockCheck | None = None
@@ -182,10 +193,13 @@ def matrix_lock(
             locks = [(s, t, lock_dir(root, s.name, t)) for s in chosen for t in targets(s)
                      if (not target_names or t.name in target_names)
                      and (lock_dir(root, s.name, t) / PLAN).is_file()]
+            routers = [(s, t, router_lock_path(root, s.name, t)) for s in chosen
+                       for t in targets(s) if (not target_names or t.name in target_names)
+                       and router_lock_path(root, s.name, t).is_file()]
             with console.status("checking the locks against the index"):
                 online = check_online(locks, index_url=index_url, index_overrides=overrides,
                                       exclude_newer=exclude_newer,
-                                      cache=cache or default_cache())
+                                      cache=cache or default_cache(), router=routers)
         code = _check_verdict(problems, online, strict)
         if as_json:
             typer.echo(json.dumps(_check_json(problems, online, strict, code), indent=2))
@@ -200,6 +214,8 @@ def matrix_lock(
     if not jobs:
         raise fail(f"no target of {', '.join(s.name for s in chosen)} is named "
                    f"{', '.join(target_names or [])}")
+    if router:
+        _lock_routers(jobs, root, date, index_url, cache or default_cache(), as_json)
     for stack, target in jobs:
         out = lock_dir(root, stack.name, target)
         with console.status(f"resolving {stack.name} for {target.name} ({target.platform})"):
@@ -223,6 +239,33 @@ def matrix_lock(
     if as_json:
         typer.echo(json.dumps(results, indent=2))
     raise typer.Exit(EXIT_CHECK_FAILED if failed else 0)
+
+
+def _lock_routers(jobs: list[tuple[StackSet, Target]], root: Path, date: str, index_url: str,
+                  cache: Path, as_json: bool) -> None:
+    """``matrix lock --router``: each job's router lock; exits (1: a resolution failed)."""
+    results: list[dict[str, object]] = []
+    for stack, target in jobs:
+        with console.status(f"resolving vllm-router for {stack.name} {target.name} "
+                            f"({target.platform})"):
+            try:
+                path = resolve_router_lock(stack, target, root, exclude_newer=date,
+                                           index_url=index_url, cache=cache)
+            except LockError as exc:
+                results.append({"set": stack.name, "target": target.name, "ok": False,
+                                "error": str(exc)})
+                if not as_json:
+                    err_console.print(f"[red]{exc}[/red]", highlight=False)
+                continue
+        count = len(router_files(path))
+        results.append({"set": stack.name, "target": target.name, "ok": True,
+                        "lock": str(path), "distributions": count})
+        if not as_json:
+            console.print(f"[green]locked[/green] vllm-router {stack.name} {target.name}: "
+                          f"{count} distributions -> {path}", highlight=False)
+    if as_json:
+        typer.echo(json.dumps(results, indent=2))
+    raise typer.Exit(EXIT_CHECK_FAILED if any(not r["ok"] for r in results) else 0)
 
 
 

@@ -11,9 +11,12 @@ from rich.table import Table
 
 from ascend_serve.cli.console import EXIT_CHECK_FAILED, EXIT_OK, console, fail
 from ascend_serve.cli.options import JsonFlag, ProfileFiles, ProfileName, ProfileSet
-from ascend_serve.serving.fit import FitError, NotEstimableError
+from ascend_serve.serving.fit import FitError, FitReport, NotEstimableError
 from ascend_serve.serving.nodecheck import fit_report
+from ascend_serve.serving.pd import SIDES
+from ascend_serve.serving.pd_launch import side_profile
 from ascend_serve.serving.profiles import (
+    Profile,
     ProfileError,
     load_profiles,
     resolve_options,
@@ -41,6 +44,10 @@ def list_profiles(profile_files: ProfileFiles = None, as_json: JsonFlag = False)
         par = p.parallel
         layout = f"TP{par.tensor}" + (f" DP{par.data}" if par.data > 1 else "") + (
             " EP" if par.expert else "")
+        if p.pd is not None:
+            pre, dec = p.pd.prefill, p.pd.decode
+            layout = (f"{pre.engines}P{dec.engines}D: P DP{pre.data} x TP{pre.tensor}, "
+                      f"D DP{dec.data} x TP{dec.tensor}")
         chips = (f"{p.nodes} x {p.chips_per_node} {p.chip}" if p.device == "npu"
                  else f"{p.nodes} x cpu" if p.nodes > 1 else "cpu")
         tutorial = (f"{p.tutorial.path.rsplit('/', 1)[-1]} @{p.tutorial.tag}" if p.tutorial
@@ -68,6 +75,8 @@ def show_profile(
         profile = resolve_options(name, assignments or [], profile_files)
     except ProfileError as exc:
         raise fail(str(exc)) from exc
+    if profile.pd is not None:
+        _show_pd(profile, model_dir)
     note = None
     try:
         report = fit_report(profile, model_dir)
@@ -82,3 +91,28 @@ def show_profile(
                            "fit": report.model_dump() if report else None, "fit_note": note},
                           indent=2))
     raise typer.Exit(EXIT_OK if report is None or report.fits else EXIT_CHECK_FAILED)
+
+
+def _side_fit(profile: Profile, model_dir: Path | None) -> tuple[FitReport | None, str | None]:
+    try:
+        report = fit_report(profile, model_dir)
+    except NotEstimableError as exc:
+        return None, str(exc)
+    except FitError as exc:
+        raise fail(str(exc)) from exc
+    return report, None if report else "no config.json known for this model: not estimated"
+
+
+def _show_pd(profile: Profile, model_dir: Path | None) -> None:
+    """A PD profile: one memory fit per side (each side's layout and flags)."""
+    fits: dict[str, object] = {}
+    fits_all = True
+    for side in SIDES:
+        report, note = _side_fit(side_profile(profile, side), model_dir)
+        fits[side] = {"fit": report.model_dump() if report else None, "fit_note": note}
+        fits_all = fits_all and (report is None or report.fits)
+    typer.echo(json.dumps({"profile": profile.as_dict(),
+                           "tutorial_url": profile.tutorial.url if profile.tutorial else None,
+                           "fit": None, "fit_note": "a PD profile: one estimate per side (pd_fit)",
+                           "pd_fit": fits}, indent=2))
+    raise typer.Exit(EXIT_OK if fits_all else EXIT_CHECK_FAILED)

@@ -207,6 +207,9 @@ class DeployRequest:
     extra_vars: list[ExtraVars] = field(default_factory=list)
     vault_password_files: list[Path] = field(default_factory=list)
     forks: int | None = None
+    # The inventory's values of the variables a play's serial reads, handed over as the first -e
+    # (an operator's -e of the same name wins; see inventory_batches).
+    serial_from_inventory: dict[str, Any] = field(default_factory=dict)
 
     @property
     def name(self) -> str:
@@ -265,23 +268,33 @@ def prepare(
         raise DeployInputError("--forks must be at least 1")
     if limit is not None and not limit.strip():
         raise DeployInputError("--limit needs a host pattern")
+    book = resolve_playbook(playbook, project, here)
+    sources = resolve_inventories(list(inventories or []), project, here)
+    given = [parse_extra_vars(v, here) for v in extra_vars or []]
+    batches = inventory_batches(book, sources, limit, {k for ev in given for k in ev.keys},
+                                vault_files)
+    if batches:
+        given.insert(0, ExtraVars("inventory: " + ", ".join(batches), text=json.dumps(batches),
+                                  keys=tuple(batches)))
     return DeployRequest(
         project=project,
-        playbook=resolve_playbook(playbook, project, here),
-        inventories=resolve_inventories(list(inventories or []), project, here),
+        playbook=book,
+        inventories=sources,
         limit=limit,
         tags=_split_list(tags or []),
         skip_tags=_split_list(skip_tags or []),
         check=check,
         diff=diff,
-        extra_vars=[parse_extra_vars(v, here) for v in extra_vars or []],
+        extra_vars=given,
         vault_password_files=vault_files,
         forks=forks,
+        serial_from_inventory=batches,
     )
 
 
-def count_plays(playbook: Path, _seen: frozenset[Path] = frozenset()) -> int | None:
-    """Plays in a playbook, following ``import_playbook``; None when that is not knowable."""
+def _plays(playbook: Path, _seen: frozenset[Path] = frozenset()) -> list[dict[str, Any]] | None:
+    """The plays of a playbook in order, following ``import_playbook``; None when that is not
+    knowable."""
     if playbook in _seen:
         return None
     try:
@@ -290,13 +303,13 @@ def count_plays(playbook: Path, _seen: frozenset[Path] = frozenset()) -> int | N
         return None
     if not isinstance(data, list):
         return None
-    total = 0
+    plays: list[dict[str, Any]] = []
     for entry in data:
         if not isinstance(entry, dict):
             return None
         imported = entry.get("ansible.builtin.import_playbook", entry.get("import_playbook"))
         if imported is None:
-            total += 1
+            plays.append(entry)
             continue
         if not isinstance(imported, str) or "{{" in imported:
             return None
@@ -306,8 +319,90 @@ def count_plays(playbook: Path, _seen: frozenset[Path] = frozenset()) -> int | N
         else:
             target = Path(imported)
             target = target if target.is_absolute() else playbook.parent / target
-        sub = count_plays(target.resolve(), _seen | {playbook})
+        sub = _plays(target.resolve(), _seen | {playbook})
         if sub is None:
             return None
-        total += sub
-    return total
+        plays += sub
+    return plays
+
+
+def count_plays(playbook: Path) -> int | None:
+    """Plays in a playbook, following ``import_playbook``; None when that is not knowable."""
+    plays = _plays(playbook)
+    return None if plays is None else len(plays)
+
+
+# --- batches (serial) from the inventory ---------------------------------------------------------
+
+
+def serial_variables(playbook: Path) -> dict[str, str]:
+    """The variables the playbook's plays template ``serial`` from, each with the ``hosts`` of
+    the first play that does (``{"ascend_upgrade_batches": "ascend_nodes"}``).
+
+    Ansible templates a play's ``serial`` before any host is known, with the play's own and the
+    extra variables only: an inventory's value (group_vars, host_vars) never reaches it, so
+    ``deploy`` hands the inventory's value over as an extra variable (:func:`inventory_batches`).
+    """
+    from jinja2 import Environment, TemplateSyntaxError, meta
+
+    found: dict[str, str] = {}
+    env = Environment(autoescape=False)  # noqa: S701 - parsed for names, never rendered
+    for play in _plays(playbook) or []:
+        serial, hosts = play.get("serial"), play.get("hosts", "all")
+        if not isinstance(serial, str) or "{{" not in serial:
+            continue
+        try:
+            names = meta.find_undeclared_variables(env.parse(serial))
+        except TemplateSyntaxError:  # ansible-playbook reports a broken template itself
+            names = set()
+        own = play.get("vars")
+        own = own if isinstance(own, dict) else {}
+        for name in sorted(names):
+            if name not in own:
+                found.setdefault(name, hosts if isinstance(hosts, str) else ",".join(hosts))
+    return found
+
+
+_UNSET = object()
+
+
+def _show(value: Any) -> str:
+    return "(not set)" if value is _UNSET else json.dumps(value)
+
+
+def inventory_batches(playbook: Path, inventories: list[str], limit: str | None,
+                      given: set[str],
+                      vault_password_files: list[Path] | None = None) -> dict[str, Any]:
+    """The inventory's values of the variables the playbook's ``serial`` reads, for those the
+    operator did not give with ``-e``; read by Ansible's inventory code
+    (:func:`ascend_serve.mirror.inventory.read_hosts`) over the hosts of the play that reads it.
+    Raises :class:`DeployInputError` when those hosts disagree."""
+    from ascend_serve.mirror.inventory import InventoryError, NoHostsError, read_hosts
+
+    values: dict[str, Any] = {}
+    for name, hosts in serial_variables(playbook).items():
+        if name in given:
+            continue
+        try:
+            members = read_hosts(inventories, limit, pattern=hosts,
+                                 vault_password_files=vault_password_files)
+        except NoHostsError:
+            continue
+        except InventoryError as exc:
+            raise DeployInputError(str(exc)) from exc
+        try:
+            seen: dict[str, list[str]] = {}
+            for host in members:
+                value = host.get(name, _UNSET)
+                seen.setdefault(_show(value), []).append(host.name)
+        except InventoryError as exc:
+            raise DeployInputError(str(exc)) from exc
+        if len(seen) > 1:
+            parts = "; ".join(f"{', '.join(names)}: {shown}" for shown, names in seen.items())
+            raise DeployInputError(
+                f"the hosts of play {hosts!r} disagree about {name} (a play's batches are one "
+                f"value for all its hosts): {parts}")
+        (shown,) = seen
+        if shown != _show(_UNSET):
+            values[name] = json.loads(shown)
+    return values

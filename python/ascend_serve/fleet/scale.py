@@ -15,17 +15,24 @@ out. The same metrics and targets as the Kubernetes autoscalers
 - never outside ``[min_replicas, max_replicas]``; a sample without a metric of a replica holds
   (no decision on missing data).
 
-:func:`run` drives an :class:`Actuator` (the router role's interface): it adds a replica only
-once ``add_replica`` reports it validated, and removes one only after ``drain_replica``.
+:func:`run` drives an :class:`Actuator`: it adds a replica only once ``add_replica`` reports it
+validated, and removes one only after ``drain_replica``. :class:`RouterActuator` is the bare-metal
+one: the running vllm-router's worker API (:mod:`ascend_serve.serving.router_api`) over standby
+replicas, vLLM servers that run (deployed by the ``vllm_service`` role) but are not behind the
+router. It starts and stops no server: a replica comes out of and goes back to the standby set.
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Literal, Protocol
 
+from ansible_collections.ascend_serve.fleet.plugins.module_utils.validate import run_checks
 from ascend_serve.serving.load_metrics import METRICS, MetricInputError
+from ascend_serve.serving.router_api import RouterApiError, RouterClient
 
 Action = Literal["add", "remove", "hold"]
 
@@ -213,3 +220,140 @@ def run(policy: Policy, actuator: Actuator,
         if index + 1 < steps:
             sleep()
     return result
+
+
+# --- the bare-metal actuator: vllm-router's worker API -----------------------------------------
+
+Validator = Callable[[str], tuple[bool, str]]
+
+
+def checks_validator(api_key: str | None, served_name: str | None = None, concurrency: int = 2,
+                     max_tokens: int = 4, timeout_s: float = 120.0) -> Validator:
+    """``ascend-serve validate``'s checks (the module_utils ``run_checks`` its command runs) as a
+    replica's gate: (passed, "N/M checks passed" or the failed checks)."""
+
+    def validate(url: str) -> tuple[bool, str]:
+        report = run_checks(url, api_key=api_key, served_name=served_name,
+                            concurrency=concurrency, max_tokens=max_tokens, timeout=timeout_s)
+        failed = [f"{c.name}: {c.detail}" for c in report.checks if not c.ok]
+        passed = len(report.checks) - len(failed)
+        return report.ok, (f"{passed}/{len(report.checks)} checks passed" if report.ok
+                           else "; ".join(failed)[:500])
+
+    return validate
+
+
+@dataclass
+class RouterActuator:
+    """The replicas behind a running vllm-router, from a set of standby replica URLs.
+
+    - ``replicas()``: the router's ``/list_workers``, oldest first (those there at the start in
+      URL order, then those this actuator added, in order);
+    - ``add_replica()``: the first standby URL not behind the router that passes ``validate``
+      is added (``/add_worker``); one that fails is not added and the next is tried;
+    - ``drain_replica(url)``: ``/remove_worker`` (no new request goes there), then its
+      ``vllm:num_requests_running`` read every ``drain_poll_s`` until 0 or ``drain_timeout_s``;
+    - ``remove_replica(url)``: the router no longer lists it (removed again if it came back, a
+      router restart meanwhile), and it joins the standby set.
+
+    ``events`` says what was done, in order, for the operator.
+    """
+
+    client: RouterClient
+    standby: list[str]
+    validate: Validator
+    drain_timeout_s: float = 300.0
+    drain_poll_s: float = 5.0
+    sleep: Callable[[float], None] = time.sleep
+    clock: Callable[[], float] = time.monotonic
+    events: list[str] = field(default_factory=list)
+    _order: list[str] = field(default_factory=list)
+
+    def _routed(self) -> list[str]:
+        """The router's workers; those not seen before join the order (in URL order)."""
+        urls = self.client.workers()
+        self._order += sorted(u for u in urls if u not in self._order)
+        return urls
+
+    def replicas(self) -> Sequence[str]:
+        return sorted(self._routed(), key=self._order.index)
+
+    def add_replica(self) -> str | None:
+        routed = set(self._routed())
+        candidates = [u for u in self.standby if u not in routed]
+        if not candidates:
+            self.events.append("add: no standby replica left (every one is behind the router)")
+            return None
+        for url in candidates:
+            ok, detail = self.validate(url)
+            if not ok:
+                self.events.append(f"validate {url} failed, not added: {detail}")
+                continue
+            self.events.append(f"validate {url} passed: {detail}")
+            try:
+                answer = self.client.add_worker(url)
+            except RouterApiError as exc:
+                self.events.append(f"add {url} refused: {exc}")
+                continue
+            self.events.append(f"added {url}: {answer}")
+            if url in self._order:
+                self._order.remove(url)
+            self._order.append(url)
+            return url
+        return None
+
+    def drain_replica(self, name: str) -> None:
+        self.client.remove_worker(name)
+        started = self.clock()
+        reads = 0
+        while True:
+            try:
+                running = self.client.replica_load(name).running
+            except RouterApiError as exc:
+                self.events.append(f"drained {name}: its /metrics does not answer ({exc}): "
+                                   "nothing runs there")
+                return
+            reads += 1
+            if not running:
+                self.events.append(f"drained {name}: vllm:num_requests_running 0 "
+                                   f"({reads} read(s))")
+                return
+            if self.clock() - started >= self.drain_timeout_s:
+                self.events.append(f"drain of {name} timed out after {self.drain_timeout_s:g} s "
+                                   f"with {running:g} request(s) running; removed anyway")
+                return
+            self.sleep(self.drain_poll_s)
+
+    def remove_replica(self, name: str) -> None:
+        if name in self.client.workers():
+            self.client.remove_worker(name)
+            if name in self.client.workers():
+                raise RouterApiError(f"router {self.client.base_url} still lists {name} after "
+                                     "/remove_worker")
+        if name not in self.standby:
+            self.standby.append(name)
+        if name in self._order:
+            self._order.remove(name)
+        self.events.append(f"removed {name}: out of the router, back to standby")
+
+
+class StandbyError(ValueError):
+    """An inventory whose serving hosts cannot be read; the message names host and cause."""
+
+
+def inventory_standby(inventory: Path, group: str) -> list[str]:
+    """The replica URLs of an inventory group's serving hosts, as the router role computes its
+    workers (``plugins/filter/router.py``): the host's ``router_worker_address``, else its
+    ``ansible_host``, else its name; its ``router_worker_ports``, else its serving profile's
+    port; a host with neither serves nothing and is left out."""
+    from ascend_serve.mirror.inventory import InventoryError, read_hosts
+    from ascend_serve.serving.replicas import worker_host
+    from ascend_serve.serving.router import RouterPlanError
+
+    urls: list[str] = []
+    try:
+        for host in read_hosts(inventory, limit=group):
+            urls += [w.url for w in worker_host(host.name, host.get).workers()]
+    except (InventoryError, RouterPlanError, TypeError, ValueError) as exc:
+        raise StandbyError(f"inventory {inventory}, group {group!r}: {exc}") from exc
+    return urls

@@ -108,3 +108,12 @@ def image(vllm_ascend: str, chip: str) -> str:
 def leader_address(name: str, namespace: str, group: int = 0) -> str:
     """``LWS_LEADER_ADDRESS`` of group ``group`` of the LeaderWorkerSet ``name``."""
     return f"{name}-{group}.{name}.{namespace}"
+
+
+def pod_address(name: str, namespace: str, group: int, worker: int) -> str:
+    """The DNS name of pod ``worker`` of group ``group`` of the LeaderWorkerSet ``name``: the
+    leader's is :func:`leader_address`; a worker pod is ``<name>-<group>-<worker>`` (the
+    group's worker StatefulSet ``<name>-<group>``) under the same subdomain."""
+    if worker == 0:
+        return leader_address(name, namespace, group)
+    return f"{name}-{group}-{worker}.{name}.{namespace}"

@@ -12,7 +12,10 @@
   ``restartPolicy: RecreateGroupOnPodRestart`` (vLLM's own LWS guide, vllm-project/vllm
   ``docs/deployment/frameworks/lws.md``): one lost rank stops the whole data-parallel group;
 - a Service ``<name>`` in front of the head's API port (selecting the leader, like vllm-ascend's
-  CI manifest ``tests/e2e/nightly/multi_node/scripts/lws.yaml.jinja2`` @ v0.13.0).
+  CI manifest ``tests/e2e/nightly/multi_node/scripts/lws.yaml.jinja2`` @ v0.13.0);
+- a PD profile: the launchers ConfigMap, a LeaderWorkerSet ``<name>-prefill`` and
+  ``<name>-decode`` (a group per engine, a pod per host of it), vllm-router in PD mode as the
+  Deployment ``<name>-router`` and the Service ``<name>`` in front of it (docs/kubernetes.md).
 
 Probes (the head only: a headless node serves no HTTP) ask vLLM's ``/health``, the endpoint
 ``ascend-serve serve`` and the vllm_service role wait for: a startup probe that allows the
@@ -31,7 +34,7 @@ import math
 from typing import Any
 
 from ascend_serve.k8s import ascend
-from ascend_serve.k8s.plan import API_KEY_ENV, LAUNCH_DIR, STATE_DIR, RenderPlan
+from ascend_serve.k8s.plan import API_KEY_ENV, LAUNCH_DIR, STATE_DIR, RenderPlan, side_name
 
 CONTAINER = "vllm"
 PORT_NAME = "http"
@@ -40,6 +43,11 @@ PROBE_PERIOD_S = 10
 STOP_GRACE_S = 60
 LWS_API = "leaderworkerset.x-k8s.io/v1"
 LWS_NAME_LABEL = "leaderworkerset.sigs.k8s.io/name"
+# LWS pkg/controllers/pod_controller.go (GroupIndexLabelKey on every pod of a group).
+LWS_GROUP_INDEX_LABEL = "leaderworkerset.sigs.k8s.io/group-index"
+LWS_GROUP_INDEX_ENV = "LWS_GROUP_INDEX"
+# vllm-router 0.1.17's --prometheus-port default (router_args.py).
+ROUTER_METRICS_PORT = 29000
 
 
 def _labels(plan: RenderPlan) -> dict[str, str]:
@@ -118,7 +126,9 @@ def _volumes(plan: RenderPlan) -> tuple[list[dict[str, Any]], list[dict[str, Any
     return volumes, mounts
 
 
-def _pod_spec(plan: RenderPlan, launch: str, head: bool) -> dict[str, Any]:
+def _pod_spec(plan: RenderPlan, launch: str, head: bool, *, npus: int | None = None,
+              port: int | None = None, env_first: list[dict[str, Any]] | None = None
+              ) -> dict[str, Any]:
     profile = plan.profile
     volumes, mounts = _volumes(plan)
     container: dict[str, Any] = {
@@ -126,10 +136,10 @@ def _pod_spec(plan: RenderPlan, launch: str, head: bool) -> dict[str, Any]:
         "image": plan.image,
         "imagePullPolicy": "IfNotPresent",
         "command": ["/bin/bash", f"{LAUNCH_DIR}/{launch}"],
-        "resources": {"limits": {ascend.NPU_RESOURCE: profile.chips_per_node}},
+        "resources": {"limits": {ascend.NPU_RESOURCE: npus or profile.chips_per_node}},
         "volumeMounts": mounts,
     }
-    env: list[dict[str, Any]] = []
+    env: list[dict[str, Any]] = list(env_first or [])
     if plan.ranktable is not None:
         env.append({"name": ascend.RANKTABLE_ENV,
                     "value": f"{ascend.RANKTABLE_DIR}/{ascend.RANKTABLE_FILE}"})
@@ -140,7 +150,7 @@ def _pod_spec(plan: RenderPlan, launch: str, head: bool) -> dict[str, Any]:
     if env:
         container["env"] = env
     if head:
-        container["ports"] = [{"name": PORT_NAME, "containerPort": profile.port,
+        container["ports"] = [{"name": PORT_NAME, "containerPort": port or profile.port,
                                "protocol": "TCP"}]
         container["startupProbe"] = _probe(
             "/health", PROBE_PERIOD_S, math.ceil(profile.health_timeout_s / PROBE_PERIOD_S))
@@ -218,8 +228,114 @@ def service(plan: RenderPlan) -> dict[str, Any]:
     }
 
 
+# --- prefill/decode (PD) profiles -------------------------------------------------------------
+
+
+def pd_launch_configmap(plan: RenderPlan) -> dict[str, Any]:
+    assert plan.pd is not None
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": _meta(plan, f"{plan.name}-launch"),
+        "data": dict(sorted(plan.pd.launchers.items())),
+    }
+
+
+def pd_leaderworkerset(plan: RenderPlan, side: str) -> dict[str, Any]:
+    """One side's LeaderWorkerSet: a group per engine, a pod per host of the engine.
+
+    A pod runs ``<side>-<group>-<worker>.sh``: the group index comes from the pod's label
+    ``leaderworkerset.sigs.k8s.io/group-index`` (LWS sets it on every pod of a group; its
+    environment carries the worker index but not the group's), through the downward API."""
+    assert plan.pd is not None
+    engines, hosts = plan.pd.groups[side]
+    name = side_name(plan.name, side)
+    part = plan.profile.pd.side(side) if plan.profile.pd else None
+    assert part is not None
+    npus = part.ranks_per_node * part.tensor
+    labels = {**_labels(plan), "ascend-serve/pd-role": side}
+
+    def template(role: str, worker: str) -> dict[str, Any]:
+        launch = f"{side}-$({LWS_GROUP_INDEX_ENV})-{worker}.sh"
+        group_env = [{"name": LWS_GROUP_INDEX_ENV, "valueFrom": {"fieldRef": {
+            "fieldPath": f"metadata.labels['{LWS_GROUP_INDEX_LABEL}']"}}}]
+        return {"metadata": {"labels": {**labels, "role": role}},
+                "spec": _pod_spec(plan, launch, head=True, npus=npus,
+                                  port=plan.pd.ports[side][0] if plan.pd else None,
+                                  env_first=group_env)}
+
+    lwt: dict[str, Any] = {
+        "size": hosts,
+        "restartPolicy": "RecreateGroupOnPodRestart",
+        "leaderTemplate": template("leader", "0"),
+        # Required by the CRD; no pod uses it where an engine has one host (size 1).
+        "workerTemplate": template("worker", f"$({ascend.LWS_WORKER_INDEX})"),
+    }
+    return {
+        "apiVersion": LWS_API,
+        "kind": "LeaderWorkerSet",
+        "metadata": {**_meta(plan, name), "labels": dict(labels)},
+        "spec": {"replicas": engines, "leaderWorkerTemplate": lwt},
+    }
+
+
+def router_deployment(plan: RenderPlan) -> dict[str, Any]:
+    """vllm-router in PD mode over every rank of both sides (``pd_router_argv``)."""
+    assert plan.pd is not None
+    labels = {**_labels(plan), "app.kubernetes.io/name": "vllm-router"}
+    selector = {"app.kubernetes.io/name": "vllm-router", "app.kubernetes.io/instance": plan.name}
+    container: dict[str, Any] = {
+        "name": "router",
+        "image": plan.pd.router_image,
+        "imagePullPolicy": "IfNotPresent",
+        "command": plan.pd.router_argv,
+        "ports": [{"name": PORT_NAME, "containerPort": plan.profile.port, "protocol": "TCP"},
+                  {"name": "metrics", "containerPort": ROUTER_METRICS_PORT, "protocol": "TCP"}],
+        "readinessProbe": _probe("/readiness", PROBE_PERIOD_S, 3),
+        "livenessProbe": _probe("/liveness", 30, 3),
+    }
+    if plan.options.api_key_secret:
+        # --api-key $(VLLM_API_KEY): the kubelet expands it from this environment; in PD mode
+        # the router also sends OPENAI_API_KEY to prefill and decode (docs/pd-disaggregation.md).
+        container["env"] = [
+            {"name": env, "valueFrom": {"secretKeyRef": {
+                "name": plan.options.api_key_secret, "key": API_KEY_ENV}}}
+            for env in (API_KEY_ENV, "OPENAI_API_KEY")]
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {**_meta(plan, f"{plan.name}-router"), "labels": labels},
+        "spec": {
+            "replicas": 1,
+            "selector": {"matchLabels": selector},
+            "template": {"metadata": {"labels": dict(labels)},
+                         "spec": {"containers": [container],
+                                  "terminationGracePeriodSeconds": STOP_GRACE_S}},
+        },
+    }
+
+
+def router_service(plan: RenderPlan) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": _meta(plan, plan.name),
+        "spec": {
+            "type": "ClusterIP",
+            "selector": {"app.kubernetes.io/name": "vllm-router",
+                         "app.kubernetes.io/instance": plan.name},
+            "ports": [{"name": PORT_NAME, "port": plan.profile.port, "targetPort": PORT_NAME,
+                       "protocol": "TCP"}],
+        },
+    }
+
+
 def objects(plan: RenderPlan) -> list[dict[str, Any]]:
     """Every object of the plan, in the order ``kubectl apply`` should create them."""
+    if plan.pd is not None:
+        return [pd_launch_configmap(plan), pd_leaderworkerset(plan, "prefill"),
+                pd_leaderworkerset(plan, "decode"), router_deployment(plan),
+                router_service(plan)]
     out = [launch_configmap(plan)]
     if plan.ranktable is not None:
         out.append(ranktable_configmap(plan))

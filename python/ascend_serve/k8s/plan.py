@@ -2,9 +2,14 @@
 
 :func:`make_plan` resolves the profile, refuses what cannot serve (exit codes from
 :mod:`ascend_serve.exitcodes`, nothing written), picks the version set and its image, reads or
-builds the rank table, and renders one launcher per node rank from the vllm_service role's
-template (:mod:`ascend_serve.serving.launcher`), with the same context the role gives it: the
-container runs the systemd unit's launcher, byte for byte apart from its "rendered by" line.
+builds the rank table when one is given (none is required: vLLM's data-parallel serving and
+vllm-ascend's PD connectors read none), and renders one launcher per node rank from the
+vllm_service role's template (:mod:`ascend_serve.serving.launcher`), with the same context the
+role gives it: the container runs the systemd unit's launcher, byte for byte apart from its
+"rendered by" line. A PD profile gets one launcher per host of each engine
+(:mod:`ascend_serve.serving.pd_launch`, every rank's command from the router module's
+``vllm_serve_argv``) and the PD router's command line, after its layout is checked again on
+the LeaderWorkerSets' pod names.
 
 Paths inside the container are the node's paths under the roles' defaults, so the command line
 is the same: the model at ``/var/lib/ascend-serve/models/<model name>`` (the model_store role's
@@ -29,7 +34,9 @@ from ascend_serve.k8s import ascend
 from ascend_serve.network.netplan import NetPlanError, plan
 from ascend_serve.network.ranktable import RankTableError, build, rank_count, read, validate
 from ascend_serve.serving import launcher
+from ascend_serve.serving import pd as pd_layout
 from ascend_serve.serving.nodecheck import check_fit
+from ascend_serve.serving.pd_launch import host_script, side_profile
 from ascend_serve.serving.profiles import (
     Profile,
     ProfileError,
@@ -37,6 +44,7 @@ from ascend_serve.serving.profiles import (
     serves,
     set_problems,
 )
+from ascend_serve.serving.router import RouterPlanError, RouterSettings, pd_router_argv
 from ascend_serve.stack.matrix import MatrixError, StackSet, load_matrix, resolve
 
 LAUNCH_DIR = "/etc/ascend-serve/vllm"
@@ -49,6 +57,7 @@ _DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9
 # role's key file holds the same VLLM_API_KEY=... line).
 API_KEY_ENV = "VLLM_API_KEY"
 _WILDCARDS = ("0.0.0.0", "::", "")  # noqa: S104 - listen addresses the probes can reach
+ROUTER_LISTEN = "0.0.0.0"  # noqa: S104 - the router pod's listen address
 
 
 class RenderError(Exception):
@@ -80,6 +89,24 @@ class RenderOptions(BaseModel):
     ranktable_plan: Path | None = None
     host_network: bool = True
     api_key_secret: str | None = None
+    # PD profiles: the router's image (one with vllm-router installed) and its executable.
+    router_image: str | None = None
+    router_executable: str = "vllm-router"
+
+
+class PdPlan(BaseModel):
+    """A PD profile's parts: one LeaderWorkerSet per side, the router in front."""
+
+    # side -> (engines, hosts per engine): the LeaderWorkerSet's replicas and size
+    groups: dict[str, tuple[int, int]]
+    # launcher file name (<side>-<engine>-<host>.sh) -> script
+    launchers: dict[str, str]
+    # side -> the rank ports one host serves on (port, port + 1, ...)
+    ports: dict[str, list[int]]
+    router_image: str
+    router_argv: list[str]
+    prefill_workers: list[str]
+    decode_workers: list[str]
 
 
 class RenderPlan(BaseModel):
@@ -94,6 +121,7 @@ class RenderPlan(BaseModel):
     # node rank -> launcher script (rank 0: the head, which serves the API)
     launchers: dict[int, str]
     ranktable: dict[str, Any] | None
+    pd: PdPlan | None = None
 
     @property
     def multi_node(self) -> bool:
@@ -127,9 +155,15 @@ def _profile(options: RenderOptions) -> Profile:
         raise RenderError(
             f"profile {profile.name} listens on {profile.host}: the probes reach the pod's "
             "address, so serve on all addresses (--set host=0.0.0.0)")
-    fit = check_fit(profile, None)
-    if not fit.ok:
-        raise RenderError(f"profile {profile.name} does not fit: {fit.detail}", EXIT_CHECK_FAILED)
+    if profile.pd is None:
+        fits = [("", check_fit(profile, None))]
+    else:
+        fits = [(f" ({side} side)", check_fit(side_profile(profile, side), None))
+                for side in pd_layout.SIDES]
+    for where, fit in fits:
+        if not fit.ok:
+            raise RenderError(f"profile {profile.name}{where} does not fit: {fit.detail}",
+                              EXIT_CHECK_FAILED)
     return profile
 
 
@@ -192,17 +226,18 @@ def _build_ranktable(path: Path) -> dict[str, Any]:
 
 
 def _ranktable(options: RenderOptions, profile: Profile) -> dict[str, Any] | None:
+    """The rank table to hand to the pods, when one is given: optional, because vllm-ascend's
+    data-parallel and PD paths read none (docs/kubernetes.md, "Rank table")."""
     if options.ranktable and options.ranktable_plan:
         raise RenderError("--ranktable and --ranktable-plan are alternatives: give one")
+    if (options.ranktable or options.ranktable_plan) and profile.pd is not None:
+        raise RenderError(
+            f"profile {profile.name} is a PD profile: its Mooncake connector reads no rank "
+            "table, so none is mounted; leave out --ranktable / --ranktable-plan")
     if options.ranktable:
         table = _read_ranktable(options.ranktable)
     elif options.ranktable_plan:
         table = _build_ranktable(options.ranktable_plan)
-    elif profile.nodes > 1:
-        raise RenderError(
-            f"profile {profile.name} spans {profile.nodes} nodes: its rank table is required "
-            "(--ranktable hccl.json, or --ranktable-plan PLAN.yml as for ascend-serve ranktable "
-            "generate)")
     else:
         return None
     servers = read(table)["servers"]
@@ -230,6 +265,58 @@ def _model_source(options: RenderOptions) -> None:
             raise RenderError(f"{path!r} is not an absolute host path")
 
 
+def side_name(name: str, side: str) -> str:
+    """The LeaderWorkerSet of one side of a PD plan."""
+    return f"{name}-{side}"
+
+
+def _pd_plan(options: RenderOptions, profile: Profile, name: str,
+             model_dir: str) -> PdPlan:
+    layout = profile.pd
+    assert layout is not None
+    if not options.router_image:
+        raise RenderError(
+            f"profile {profile.name} is a PD profile: its router is vllm-router, which "
+            "vllm-ascend's image does not carry; name an image with it installed "
+            "(--router-image, e.g. one built with pip install vllm-router)")
+    # Each host of an engine is one pod: engine e of a side is group e of that side's
+    # LeaderWorkerSet, host n its pod of worker index n (the leader n = 0).
+    hosts: dict[str, list[list[str]]] = {}
+    for side in pd_layout.SIDES:
+        lws = side_name(name, side)
+        part = layout.side(side)
+        hosts[side] = [[ascend.pod_address(lws, options.namespace, e, n)
+                        for n in range(part.nodes)] for e in range(part.engines)]
+    try:
+        engines = pd_layout.check(layout, profile.chips_per_node, hosts)
+        prefill, decode = pd_layout.workers(engines)
+        # The router pod serves the Service (and Prometheus) on the pod's addresses.
+        settings = RouterSettings(host=ROUTER_LISTEN, port=profile.port,
+                                  policy=layout.router_policy, prometheus_host=ROUTER_LISTEN)
+        argv = pd_router_argv(options.router_executable, prefill, decode, settings,
+                              api_key=f"$({API_KEY_ENV})" if options.api_key_secret else None)
+    except RouterPlanError as exc:
+        raise RenderError(f"profile {profile.name}: {exc}") from exc
+    launchers: dict[str, str] = {}
+    for side in pd_layout.SIDES:
+        for group, engine in enumerate(e for e in engines if e.role == side):
+            for index in range(len(engine.nodes)):
+                script = host_script(
+                    profile, engine, index, model_path=model_dir, vllm=options.vllm,
+                    dp_address=ascend.leader_address(side_name(name, side), options.namespace,
+                                                     group),
+                    state_dir=STATE_DIR, set_env=list(ascend.IMAGE_SET_ENV),
+                    env_files=options.env_files, rendered_by="ascend-serve k8s render")
+                launchers[f"{side}-{group}-{index}.sh"] = script
+    return PdPlan(
+        groups={s: (layout.side(s).engines, layout.side(s).nodes) for s in pd_layout.SIDES},
+        launchers=launchers,
+        ports={s: [layout.side(s).port + i for i in range(layout.side(s).ranks_per_node)]
+               for s in pd_layout.SIDES},
+        router_image=options.router_image, router_argv=argv,
+        prefill_workers=[w.url for w in prefill], decode_workers=[w.url for w in decode])
+
+
 def make_plan(options: RenderOptions) -> RenderPlan:
     """Check ``options`` and render the launchers; raises :class:`RenderError`."""
     profile = _profile(options)
@@ -239,6 +326,11 @@ def make_plan(options: RenderOptions) -> RenderPlan:
     image = options.image or ascend.image(str(stack.vllm_ascend) if stack else "", profile.chip)
     table = _ranktable(options, profile)
     model_dir = str(launcher.DEFAULT_MODELS_DIR / profile.model.name)
+    if profile.pd is not None:
+        return RenderPlan(options=options, profile=profile, name=name,
+                          stack_set=stack.name if stack else None, image=image,
+                          model_dir=model_dir, launchers={}, ranktable=None,
+                          pd=_pd_plan(options, profile, name, model_dir))
     head = ascend.leader_address(name, options.namespace) if profile.nodes > 1 else None
     launchers = {}
     for rank in range(profile.nodes):

@@ -33,6 +33,10 @@ class InventoryError(ValueError):
     """The inventory cannot be read, or a variable the artifact list needs cannot be resolved."""
 
 
+class NoHostsError(InventoryError):
+    """No host of the inventory matches the pattern and limit."""
+
+
 def _role_vars(loader: Any) -> dict[str, Any]:
     merged: dict[str, Any] = {}
     for role in ROLES:
@@ -94,11 +98,19 @@ def _plain(value: Any) -> Any:
     return value
 
 
-def read_hosts(inventory: Path, limit: str | None = None) -> list[HostVars]:
+def read_hosts(inventory: Path | list[str], limit: str | None = None,
+               pattern: str | None = None,
+               vault_password_files: list[Path] | None = None) -> list[HostVars]:
     """The inventory's hosts (``limit``: an Ansible host pattern) with their variables over the
-    roles' defaults."""
-    if not inventory.exists():
-        raise InventoryError(f"inventory {inventory} does not exist")
+    roles' defaults. ``inventory``: one path, or the sources ansible-playbook is given (``-i``,
+    in order); ``pattern``: a play's ``hosts``, of which ``limit`` keeps a subset as ``--limit``
+    does; ``vault_password_files``: for vault-encrypted variables, as ansible-playbook's
+    ``--vault-password-file`` (ansible.cfg's ``vault_password_file`` is read too)."""
+    sources = [str(inventory)] if isinstance(inventory, Path) else list(inventory)
+    for source in sources:
+        if "," not in source and not Path(source).exists():
+            raise InventoryError(f"inventory {source} does not exist")
+    from ansible.cli import CLI  # type: ignore[import-untyped]
     from ansible.errors import AnsibleError
     from ansible.inventory.manager import InventoryManager  # type: ignore[import-untyped]
     from ansible.parsing.dataloader import DataLoader  # type: ignore[import-untyped]
@@ -110,17 +122,25 @@ def read_hosts(inventory: Path, limit: str | None = None) -> list[HostVars]:
     host_group_vars.FOUND.clear()
     loader = DataLoader()
     try:
-        manager = InventoryManager(loader=loader, sources=[str(inventory)])
-        hosts = manager.get_hosts(pattern=limit or "all")
+        loader.set_vault_secrets(CLI.setup_vault_secrets(
+            loader, [], [str(p) for p in vault_password_files or []], auto_prompt=False,
+            initialize_context=False))
+        manager = InventoryManager(loader=loader, sources=sources)
+        if pattern is None:
+            hosts = manager.get_hosts(pattern=limit or "all")
+        else:
+            manager.subset(limit)
+            hosts = manager.get_hosts(pattern=pattern)
         variables = VariableManager(loader=loader, inventory=manager)
         defaults = _role_vars(loader)
         result = [HostVars(h.name, {**defaults, **variables.get_vars(host=h)}, loader)
                   for h in hosts]
     except AnsibleError as exc:
-        raise InventoryError(f"cannot read inventory {inventory}: {exc}") from exc
+        raise InventoryError(f"cannot read inventory {', '.join(sources)}: {exc}") from exc
     if not result:
-        raise InventoryError(f"inventory {inventory} has no host"
-                             + (f" matching {limit!r}" if limit else ""))
+        raise NoHostsError(f"inventory {', '.join(sources)} has no host"
+                             + (f" matching {limit!r}" if limit else "")
+                             + (f" in {pattern!r}" if pattern else ""))
     return result
 
 

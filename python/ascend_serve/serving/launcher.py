@@ -34,6 +34,11 @@ def default_state_dir(profile: str) -> Path:
 
 def node_layout(profile: Profile, rank: int = 0, head_address: str | None = None) -> dict[str, Any]:
     """This node's part of a (multi-node) profile: head or headless, first data-parallel rank."""
+    if profile.pd is not None:
+        raise ProfileError(
+            f"profile {profile.name} is a prefill/decode (PD) profile: each of its hosts runs "
+            "its engine's ranks (ascend_serve.serving.pd_launch), not this launcher; deploy it "
+            "with ascend-serve k8s render")
     if not 0 <= rank < profile.nodes:
         raise ProfileError(
             f"profile {profile.name} runs on {profile.nodes} node(s): node rank {rank} is out of "

@@ -1,6 +1,9 @@
 """Serving profiles (``serving-profiles.yml``): load, override and check them.
 
 A profile is a model, its parallel layout, vLLM's own flags and the environment, under one name.
+A prefill/decode (PD) profile's layout is its ``pd`` section (:mod:`ascend_serve.serving.pd`);
+every refusal of that layout (:func:`ascend_serve.serving.router.check_pd` and the PD router's)
+is a validation error of the profile, so it fires wherever a profile is loaded or resolved.
 The CLI (``ascend-serve serve``) and the ``vllm_service`` role (through the filter
 ``ascend_serve.fleet.serving_profile``) both resolve profiles here, and both render the command
 line from ``templates/vllm-launch.sh.j2`` (:mod:`ascend_serve.serving.launcher`).
@@ -20,7 +23,9 @@ from packaging.version import InvalidVersion, Version
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from ascend_serve.resources import data_path
+from ascend_serve.serving import pd as pd_layout
 from ascend_serve.serving.fit import HBM_GIB
+from ascend_serve.serving.router import RouterPlanError
 from ascend_serve.stack.matrix import Matrix, StackSet
 
 # Flags the layout, the node or the secret handling own: a profile's `vllm` mapping must not set
@@ -43,6 +48,12 @@ RESERVED_FLAGS: dict[str, str] = {
     "tool-call-parser": "tool_call_parser",
     "api-key": "the API key file (VLLM_API_KEY in the environment, never on the command line)",
 }
+# A PD profile's engines set these per rank (ascend_serve.serving.router.vllm_serve_argv).
+PD_RESERVED_FLAGS: dict[str, str] = {
+    **RESERVED_FLAGS,
+    "kv-transfer-config": "pd (connector, kv_ports, engine_ids, extra_config)",
+    "data-parallel-rank": "pd (each rank's place in its engine)",
+}
 # vLLM flags that take a count of tokens or sequences: a whole number of at least 1 (vLLM's
 # ModelConfig.max_model_len and SchedulerConfig.max_num_seqs / max_num_batched_tokens are ints;
 # vllm-project/vllm vllm/config/model.py, vllm/config/scheduler.py). The memory fit reads
@@ -55,6 +66,36 @@ _ENV = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 class ProfileError(ValueError):
     """A profile that does not exist or is not valid; the message says which and why."""
+
+
+def _check_flags(value: dict[str, Any], reserved: Mapping[str, str] = RESERVED_FLAGS
+                 ) -> dict[str, Any]:
+    for key in value:
+        flag = key.removeprefix("--")
+        if flag != key or not _FLAG.match(flag):
+            raise ValueError(
+                f"vllm flag {key!r}: write flags without dashes, e.g. max-model-len")
+        if flag in reserved:
+            raise ValueError(f"vllm flag {flag!r} is set through {reserved[flag]}")
+        item = value[key]
+        if flag in POSITIVE_INT_FLAGS and (
+                isinstance(item, bool) or not isinstance(item, int) or item < 1):
+            raise ValueError(f"vllm flag {flag!r} must be a whole number of at least 1, "
+                             f"not {item!r}")
+    return value
+
+
+def _env_text(value: Any) -> Any:
+    if not isinstance(value, Mapping):
+        return value
+    out: dict[str, str] = {}
+    for key, item in value.items():
+        if not isinstance(key, str) or not _ENV.match(key):
+            raise ValueError(f"environment variable name {key!r} is not valid")
+        if isinstance(item, (dict, list)) or item is None:
+            raise ValueError(f"environment variable {key} must be a string, not {item!r}")
+        out[key] = str(item).lower() if isinstance(item, bool) else str(item)
+    return out
 
 
 class ModelSpec(BaseModel):
@@ -127,6 +168,9 @@ class Profile(BaseModel):
     health_timeout_s: int = Field(600, ge=10, le=86400)
     host: str = "0.0.0.0"  # noqa: S104 - a server's listen address; the inventory narrows it
     port: int = Field(8000, ge=1, le=65535)
+    # Prefill/decode disaggregation (ascend_serve.serving.pd): the sides' layouts replace
+    # `parallel`, `nodes` is the hosts of all engines, and `port` is the router's.
+    pd: pd_layout.PdLayout | None = None
 
     @field_validator("name")
     @classmethod
@@ -138,36 +182,17 @@ class Profile(BaseModel):
     @field_validator("env", mode="before")
     @classmethod
     def _env_as_text(cls, value: Any) -> Any:
-        if not isinstance(value, Mapping):
-            return value
-        out: dict[str, str] = {}
-        for key, item in value.items():
-            if not isinstance(key, str) or not _ENV.match(key):
-                raise ValueError(f"environment variable name {key!r} is not valid")
-            if isinstance(item, (dict, list)) or item is None:
-                raise ValueError(f"environment variable {key} must be a string, not {item!r}")
-            out[key] = str(item).lower() if isinstance(item, bool) else str(item)
-        return out
+        return _env_text(value)
 
     @field_validator("vllm")
     @classmethod
     def _flags(cls, value: dict[str, Any]) -> dict[str, Any]:
-        for key in value:
-            flag = key.removeprefix("--")
-            if flag != key or not _FLAG.match(flag):
-                raise ValueError(
-                    f"vllm flag {key!r}: write flags without dashes, e.g. max-model-len")
-            if flag in RESERVED_FLAGS:
-                raise ValueError(f"vllm flag {flag!r} is set through {RESERVED_FLAGS[flag]}")
-            item = value[key]
-            if flag in POSITIVE_INT_FLAGS and (
-                    isinstance(item, bool) or not isinstance(item, int) or item < 1):
-                raise ValueError(f"vllm flag {flag!r} must be a whole number of at least 1, "
-                                 f"not {item!r}")
-        return value
+        return _check_flags(value)
 
     @model_validator(mode="after")
     def _layout(self) -> Profile:
+        if self.pd is not None:
+            return self._pd_layout(self.pd)
         par = self.parallel
         if par.data % self.nodes:
             raise ValueError(f"parallel.data {par.data} is not a multiple of nodes {self.nodes}")
@@ -193,6 +218,37 @@ class Profile(BaseModel):
         else:
             if self.memory_gib is None:
                 raise ValueError("a cpu profile needs memory_gib (the memory vLLM may use)")
+        return self
+
+    def _pd_layout(self, layout: pd_layout.PdLayout) -> Profile:
+        if self.device != "npu":
+            raise ValueError("pd: prefill/decode disaggregation is an npu profile's (Mooncake "
+                             "over the NPUs' network)")
+        if "parallel" in self.model_fields_set:
+            raise ValueError("pd: a PD profile's layout is pd.prefill and pd.decode (tensor, "
+                             "data, data_local, expert); remove parallel")
+        if "nodes" in self.model_fields_set and self.nodes != layout.hosts:
+            raise ValueError(f"nodes {self.nodes} but pd's engines run on {layout.hosts} "
+                             f"host(s): set nodes to {layout.hosts} or leave it out")
+        self.nodes = max(layout.hosts, 1)
+        if self.tutorial is None or self.min_vllm_ascend is None:
+            raise ValueError("an npu profile names its tutorial (repo, path, tag, deployment) "
+                             "and min_vllm_ascend, the lowest vllm-ascend that serves it")
+        if self.chip not in HBM_GIB:
+            raise ValueError(f"chip {self.chip!r} is not one of {', '.join(HBM_GIB)}")
+        _check_flags(self.vllm, PD_RESERVED_FLAGS)
+        for name in pd_layout.SIDES:
+            side = layout.side(name)
+            try:
+                _check_flags({k: v for k, v in side.vllm.items() if v is not None},
+                             PD_RESERVED_FLAGS)
+                _env_text(side.env)
+            except ValueError as exc:
+                raise ValueError(f"pd.{name}: {exc}") from exc
+        try:
+            pd_layout.check(layout, self.chips_per_node)
+        except RouterPlanError as exc:
+            raise ValueError(f"pd: {exc}") from exc
         return self
 
     @property

@@ -29,7 +29,8 @@ Every refusal is a :class:`RouterPlanError` whose message names the values that 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Sequence
+import re
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -153,27 +154,20 @@ def _unique(workers: Sequence[Worker], what: str) -> None:
         seen.add(worker.url)
 
 
-def router_argv(executable: str, workers: Sequence[Worker], settings: RouterSettings,
-                api_key: str | None = None) -> list[str]:
-    """``vllm-router`` in regular mode over ``workers`` (each a replica's URL)."""
-    _check_settings(settings)
-    if not workers:
-        raise RouterPlanError(
-            "the router has no workers: give it the serving hosts (or, in PD mode, the prefill "
-            "and decode groups) or do not deploy it")
-    _unique(workers, "the router's worker list")
-    return [executable, "--worker-urls", *(w.url for w in workers),
-            *_settings_argv(settings, api_key)]
+def _regular_worker_args(workers: Sequence[Worker]) -> list[str]:
+    return ["--worker-urls", *(w.url for w in workers)]
 
 
-def pd_router_argv(executable: str, prefill: Sequence[Worker], decode: Sequence[Worker],
-                   settings: RouterSettings, api_key: str | None = None) -> list[str]:
-    """``vllm-router --vllm-pd-disaggregation`` over prefill and decode rank workers.
+def _pd_worker_args(prefill: Sequence[Worker], decode: Sequence[Worker]) -> list[str]:
+    args: list[str] = []
+    for worker in prefill:
+        args += ["--prefill", worker.url]
+    for worker in decode:
+        args += ["--decode", worker.url]
+    return args
 
-    No ``--kv-connector``: the router's default (``nixl``) is the two-step ``kv_transfer_params``
-    exchange vllm-ascend's Mooncake connectors answer (see the module's docstring).
-    """
-    _check_settings(settings)
+
+def _check_pd_sides(prefill: Sequence[Worker], decode: Sequence[Worker]) -> None:
     if not prefill and not decode:
         raise RouterPlanError(
             "the PD router has no workers: give it the prefill and decode groups")
@@ -185,13 +179,168 @@ def pd_router_argv(executable: str, prefill: Sequence[Worker], decode: Sequence[
         raise RouterPlanError(
             f"the PD router has {len(decode)} decode worker(s) and no prefill worker: add the "
             "prefill group")
+
+
+def router_argv(executable: str, workers: Sequence[Worker], settings: RouterSettings,
+                api_key: str | None = None) -> list[str]:
+    """``vllm-router`` in regular mode over ``workers`` (each a replica's URL)."""
+    _check_settings(settings)
+    if not workers:
+        raise RouterPlanError(
+            "the router has no workers: give it the serving hosts (or, in PD mode, the prefill "
+            "and decode groups) or do not deploy it")
+    _unique(workers, "the router's worker list")
+    return [executable, *_regular_worker_args(workers), *_settings_argv(settings, api_key)]
+
+
+def pd_router_argv(executable: str, prefill: Sequence[Worker], decode: Sequence[Worker],
+                   settings: RouterSettings, api_key: str | None = None) -> list[str]:
+    """``vllm-router --vllm-pd-disaggregation`` over prefill and decode rank workers.
+
+    No ``--kv-connector``: the router's default (``nixl``) is the two-step ``kv_transfer_params``
+    exchange vllm-ascend's Mooncake connectors answer (see the module's docstring).
+    """
+    _check_settings(settings)
+    _check_pd_sides(prefill, decode)
     _unique([*prefill, *decode], "the PD router's worker lists")
-    argv = [executable, "--vllm-pd-disaggregation"]
-    for worker in prefill:
-        argv += ["--prefill", worker.url]
-    for worker in decode:
-        argv += ["--decode", worker.url]
-    return argv + _settings_argv(settings, api_key)
+    return [executable, "--vllm-pd-disaggregation", *_pd_worker_args(prefill, decode),
+            *_settings_argv(settings, api_key)]
+
+
+# --- the router as a service: workers from inventory hosts, drained hosts left out -------------
+
+MODES = ("regular", "pd")
+# What a systemd unit line may carry unquoted: no whitespace, quotes, ``%``, ``$``, ``\\`` or ``;``.
+_UNIT_SAFE = re.compile(r"^[A-Za-z0-9._:/\[\]=,@+-]+$")
+
+
+@dataclass(frozen=True)
+class WorkerHost:
+    """An inventory host that serves the router: its name, the address the router reaches it at
+    and one port per ``vllm serve`` it runs (a data-parallel rank each, in the PD tutorials)."""
+
+    name: str
+    address: str
+    ports: tuple[int, ...]
+
+    def workers(self) -> list[Worker]:
+        return [Worker(self.address, port) for port in self.ports]
+
+
+@dataclass(frozen=True)
+class RouterPlan:
+    """What the router role renders: the unit's command line (the workers come from an
+    environment variable, so that a drain changes one file and survives a restart) and the
+    workers, per host."""
+
+    argv: list[str]  # the executable, the mode, the router's own flags, the key reference
+    worker_args: list[str]  # ``--worker-urls ...`` or ``--prefill ... --decode ...``
+    workers: dict[str, list[str]]  # every worker host -> its URLs, drained ones included
+    active: list[str]  # the URLs the router starts with
+    drained: list[str]  # worker hosts left out (in the order given)
+    unknown_drained: list[str]  # drained names that are no worker host of this router
+
+    @property
+    def workers_env(self) -> str:
+        """The environment file the unit reads its workers from (``$ROUTER_WORKER_ARGS``)."""
+        return f'ROUTER_WORKER_ARGS="{" ".join(self.worker_args)}"\n'
+
+
+def _check_hosts(hosts: Sequence[WorkerHost], group: str, router: str) -> list[str]:
+    problems: list[str] = []
+    for host in hosts:
+        if not host.address or not _UNIT_SAFE.match(host.address):
+            problems.append(f"router {router}: worker host {host.name} of group {group!r} has "
+                            f"the address {host.address!r}: give it a host name or IP address "
+                            "(router_worker_address)")
+        if not host.ports:
+            problems.append(f"router {router}: worker host {host.name} of group {group!r} has "
+                            "no port: set router_worker_ports (one per vllm serve rank) or a "
+                            "vllm_service_profile")
+        for port in host.ports:
+            if not 1 <= port <= MAX_PORT:
+                problems.append(f"router {router}: worker host {host.name} of group {group!r}: "
+                                f"port {port} is outside 1-{MAX_PORT}: fix router_worker_ports")
+        if len(set(host.ports)) != len(host.ports):
+            problems.append(f"router {router}: worker host {host.name} of group {group!r} lists "
+                            f"a port twice ({list(host.ports)}): list each rank's port once")
+    return problems
+
+
+def service_plan(router: str, mode: str, executable: str, settings: RouterSettings, *,
+                 hosts: Sequence[WorkerHost] = (), prefill: Sequence[WorkerHost] = (),
+                 decode: Sequence[WorkerHost] = (), drained: Iterable[str] = (),
+                 groups: Mapping[str, str] | None = None,
+                 api_key_ref: str | None = None) -> RouterPlan:
+    """The router ``router`` as a service over inventory hosts, less the ``drained`` ones.
+
+    ``mode`` ``regular`` uses ``hosts`` (replicas); ``pd`` uses ``prefill`` and ``decode``.
+    ``groups`` names the inventory group of each list for the messages (keys ``hosts``,
+    ``prefill``, ``decode``). ``api_key_ref`` is what the command line carries after
+    ``--api-key`` (the role passes ``${OPENAI_API_KEY}``, which systemd expands from the key's
+    environment file, so the key is in no file but that one). Every problem is in one error,
+    before anything is written. A router whose every worker is drained is rendered with none
+    (vllm-router 0.1.17 starts and answers 503 "No workers are currently available").
+    """
+    names = {"hosts": "hosts", "prefill": "prefill", "decode": "decode", **(groups or {})}
+    if mode not in MODES:
+        raise RouterPlanError(f"router {router}: mode {mode!r} is not one of {', '.join(MODES)}")
+    try:
+        _check_settings(settings)
+    except RouterPlanError as exc:
+        raise RouterPlanError(f"router {router}: {exc}") from exc
+    problems: list[str] = []
+    if mode == "regular":
+        sides = {"hosts": list(hosts)}
+        if not hosts:
+            problems.append(
+                f"router {router}: no workers: the worker group {names['hosts']!r} has no hosts "
+                "(set router_worker_group to the group whose hosts run vllm_service, or do not "
+                "put this host in the router group)")
+    else:
+        sides = {"prefill": list(prefill), "decode": list(decode)}
+        for side in ("prefill", "decode"):
+            if not sides[side]:
+                other = "decode" if side == "prefill" else "prefill"
+                problems.append(
+                    f"router {router}: PD mode with no {side} workers: the group "
+                    f"{names[side]!r} has no hosts"
+                    + (f" while {names[other]!r} has {len(sides[other])}" if sides[other]
+                       else "") + f" (set router_{side}_group, or use router_mode regular)")
+    for side, side_hosts in sides.items():
+        problems += _check_hosts(side_hosts, names[side], router)
+    all_hosts = [h for side_hosts in sides.values() for h in side_hosts]
+    seen: dict[str, str] = {}
+    for host in all_hosts:
+        for worker in host.workers():
+            if worker.url in seen:
+                problems.append(f"router {router}: worker {worker.url} is both {seen[worker.url]}"
+                                f" and {host.name}'s: list each worker once")
+            seen.setdefault(worker.url, host.name)
+    if problems:
+        raise RouterPlanError("; ".join(problems))
+
+    out = [str(name) for name in drained]
+    known = {h.name for h in all_hosts}
+    left = {side: [w for h in side_hosts if h.name not in out for w in h.workers()]
+            for side, side_hosts in sides.items()}
+    if mode == "regular":
+        worker_args = _regular_worker_args(left["hosts"])
+        argv = [executable]
+    else:
+        worker_args = _pd_worker_args(left["prefill"], left["decode"])
+        argv = [executable, "--vllm-pd-disaggregation"]
+    argv += _settings_argv(settings, api_key_ref)
+    for arg in [*argv, *worker_args]:
+        if arg != api_key_ref and not _UNIT_SAFE.match(arg):
+            raise RouterPlanError(f"router {router}: {arg!r} cannot stand unquoted on a systemd "
+                                  "command line: use plain paths, host names and numbers")
+    return RouterPlan(
+        argv=argv, worker_args=worker_args,
+        workers={h.name: [w.url for w in h.workers()] for h in all_hosts},
+        active=[w.url for ws in left.values() for w in ws],
+        drained=[n for n in out if n in known],
+        unknown_drained=[n for n in out if n not in known])
 
 
 # --- PD layout --------------------------------------------------------------------------------
