@@ -59,14 +59,15 @@ def tiny_model(arch: str = "deepseek_v3") -> Path:
 
 
 @contextmanager
-def tiny_server(arch: str = "deepseek_v3") -> Iterator[TinyServer]:
-    """Start the server, wait until healthy, yield it, stop the whole process group."""
+def tiny_server(arch: str = "deepseek_v3", name: str = "server") -> Iterator[TinyServer]:
+    """Start the server, wait until healthy, yield it, stop the whole process group. ``name`` is
+    its work directory under ``.cache/bench/`` (one per server when several run at once)."""
     python = VLLM_VENV / "bin" / "python"
     if not python.is_file():
         raise SystemExit(f"no vLLM venv at {VLLM_VENV} (ASCEND_VLLM_VENV): run "
                          "scripts/bootstrap.sh")
     model = tiny_model(arch)
-    work = WORK / "server"
+    work = WORK / name
     dirs = {"TMPDIR": work / "tmp", "VLLM_CACHE_ROOT": work / "cache",
             "TORCHINDUCTOR_CACHE_DIR": work / "inductor"}
     for path in dirs.values():

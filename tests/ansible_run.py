@@ -19,6 +19,23 @@ ENV = {"PY_COLORS": "0", "ANSIBLE_COLLECTIONS_PATH": str(COLLECTIONS),
        "ANSIBLE_FORCE_COLOR": "0", "ANSIBLE_NOCOLOR": "1"}
 
 
+def this_machine_preflight_vars(tmp_path: Path) -> dict[str, Any]:
+    """The preflight role's host checks set to what this machine is (x86_64 or aarch64, no NPU on
+    its PCI bus, little memory, Debian 12), for playbooks run over stand-in local hosts, with the
+    report under ``tmp_path`` and the 0.13.0 set on 910B."""
+    return {
+        "ansible_connection": "local", "ansible_python_interpreter": sys.executable,
+        "preflight_allowed_architectures": ["aarch64", "x86_64"],
+        "preflight_supported_os": [{"distribution": "Debian", "versions": ["12"]},
+                                   {"distribution": "Ubuntu", "versions": ["22.04", "24.04"]}],
+        "preflight_expected_npu_count": 0, "preflight_expected_npu_chip": "910B",
+        "preflight_min_memory_gb": 0, "preflight_require_time_sync": False,
+        "preflight_disk_checks": [{"path": str(tmp_path), "min_free_gb": 0}],
+        "preflight_report_path": str(tmp_path / "report" / "preflight.json"),
+        "ascend_stack_set": "vllm-ascend-0.13.0", "ascend_stack_chip": "910B",
+    }
+
+
 def ansible_playbook(*args: str, env: Mapping[str, str] | None = None,
                      timeout: float | None = None) -> subprocess.CompletedProcess[str]:
     """ansible-playbook with those arguments; env adds to (or overrides) this process's."""

@@ -18,6 +18,7 @@ process of the group is left.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import secrets
 import signal
@@ -27,6 +28,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -94,6 +96,46 @@ def vllm_python() -> Path:
         pytest.fail(f"no vLLM venv at {VLLM_VENV} (ASCEND_VLLM_VENV): run scripts/bootstrap.sh",
                     pytrace=False)
     return VLLM_PYTHON
+
+
+# `vllm serve` command lines through vLLM's own parser and engine arguments (no server starts):
+# what each rank would run with.
+_PARSE_SERVE = """
+import json, sys
+from vllm.engine.arg_utils import AsyncEngineArgs
+from vllm.entrypoints.cli.serve import ServeSubcommand
+from vllm.utils.argparse_utils import FlexibleArgumentParser
+out = []
+for argv in json.load(sys.stdin):
+    parser = FlexibleArgumentParser()
+    command = ServeSubcommand()
+    command.subparser_init(parser.add_subparsers(dest="subparser"))
+    args = parser.parse_args(argv[1:])
+    command.validate(args)
+    args.model = args.model_tag
+    engine = AsyncEngineArgs.from_cli_args(args)
+    kv = engine.kv_transfer_config
+    out.append({"port": args.port, "dp": engine.data_parallel_size,
+                "dp_rank": engine.data_parallel_rank, "tp": engine.tensor_parallel_size,
+                "kv_connector": kv.kv_connector, "kv_role": kv.kv_role, "kv_port": kv.kv_port,
+                "engine_id": kv.engine_id, "extra": kv.kv_connector_extra_config,
+                "served": args.served_model_name, "quantization": engine.quantization})
+print(json.dumps(out))
+"""
+
+
+def parse_serve_commands(commands: list[list[str]]) -> list[dict[str, Any]]:
+    """Each ``vllm serve ...`` argv (``argv[0]`` is the command's name) as vLLM parses it: port,
+    data-parallel size and rank, tensor parallel, the KV transfer config, served name,
+    quantization. Offline: the model must be a local directory."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("VLLM_")}
+    env.update(HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", VLLM_NO_USAGE_STATS="1")
+    proc = subprocess.run([str(vllm_python()), "-c", _PARSE_SERVE], input=json.dumps(commands),
+                          capture_output=True, text=True, timeout=300, env=env, check=False)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    parsed: list[dict[str, Any]] = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert len(parsed) == len(commands)
+    return parsed
 
 
 def free_port() -> int:

@@ -48,6 +48,7 @@ from vllm_server import (
     build_tiny_model,
     free_port,
     log_tail,
+    parse_serve_commands,
     stop_group,
     vllm_python,
     wait_healthy,
@@ -493,29 +494,6 @@ def test_a_replica_killed_mid_bench_fails_no_unstreamed_request(fleet: Fleet,
 
 # --- the rendered PD commands, parsed by vLLM's own argument parser ---------------------------
 
-PARSE = """
-import json, sys
-from vllm.engine.arg_utils import AsyncEngineArgs
-from vllm.entrypoints.cli.serve import ServeSubcommand
-from vllm.utils.argparse_utils import FlexibleArgumentParser
-out = []
-for argv in json.load(sys.stdin):
-    parser = FlexibleArgumentParser()
-    command = ServeSubcommand()
-    command.subparser_init(parser.add_subparsers(dest="subparser"))
-    args = parser.parse_args(argv[1:])
-    command.validate(args)
-    args.model = args.model_tag
-    engine = AsyncEngineArgs.from_cli_args(args)
-    kv = engine.kv_transfer_config
-    out.append({"port": args.port, "dp": engine.data_parallel_size,
-                "dp_rank": engine.data_parallel_rank, "tp": engine.tensor_parallel_size,
-                "kv_connector": kv.kv_connector, "kv_role": kv.kv_role, "kv_port": kv.kv_port,
-                "engine_id": kv.engine_id, "extra": kv.kv_connector_extra_config})
-print(json.dumps(out))
-"""
-
-
 def test_rendered_pd_commands_parse_with_vllms_parser(tmp_path: Path) -> None:
     extra = {"prefill": {"dp_size": 4, "tp_size": 4}, "decode": {"dp_size": 16, "tp_size": 1}}
     engines = [
@@ -531,10 +509,7 @@ def test_rendered_pd_commands_parse_with_vllms_parser(tmp_path: Path) -> None:
     commands = [vllm_serve_argv(e, e.nodes[0], i, model=str(model),
                                 dp_address=e.nodes[0].host, dp_rpc_port=12321)
                 for e in engines for i in (0, e.nodes[0].dp_size_local - 1)]
-    proc = subprocess.run([str(vllm_python()), "-c", PARSE], input=json.dumps(commands),
-                          capture_output=True, text=True, timeout=300, env=_env())
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    parsed = json.loads(proc.stdout.strip().splitlines()[-1])
+    parsed = parse_serve_commands(commands)
     assert [(p["port"], p["dp"], p["dp_rank"], p["tp"]) for p in parsed] == [
         (7100, 4, 0, 4), (7103, 4, 3, 4), (7100, 16, 0, 1), (7115, 16, 15, 1)]
     assert [(p["kv_role"], p["kv_port"], p["engine_id"]) for p in parsed] == [

@@ -8,13 +8,11 @@ cost)."""
 from __future__ import annotations
 
 import json
-import os
 import shlex
-import subprocess
 from pathlib import Path
 
 import pytest
-from vllm_server import vllm_python
+from vllm_server import parse_serve_commands
 
 from ascend_serve.k8s.plan import RenderOptions, make_plan
 
@@ -22,30 +20,6 @@ pytestmark = pytest.mark.vllm
 
 PROFILES = ["deepseek-v3.1-pd-2p1d-a3", "deepseek-v3.2-pd-1p1d-a3",
             "deepseek-v4-flash-pd-1p1d-a3", "deepseek-v4-pro-pd-1p1d-a3"]
-
-PARSE = """
-import json, sys
-from vllm.engine.arg_utils import AsyncEngineArgs
-from vllm.entrypoints.cli.serve import ServeSubcommand
-from vllm.utils.argparse_utils import FlexibleArgumentParser
-out = []
-for argv in json.load(sys.stdin):
-    parser = FlexibleArgumentParser()
-    command = ServeSubcommand()
-    command.subparser_init(parser.add_subparsers(dest="subparser"))
-    args = parser.parse_args(argv[1:])
-    command.validate(args)
-    args.model = args.model_tag
-    engine = AsyncEngineArgs.from_cli_args(args)
-    kv = engine.kv_transfer_config
-    out.append({"port": args.port, "dp": engine.data_parallel_size,
-                "dp_rank": engine.data_parallel_rank, "tp": engine.tensor_parallel_size,
-                "kv_connector": kv.kv_connector, "kv_role": kv.kv_role, "kv_port": kv.kv_port,
-                "engine_id": kv.engine_id, "extra": kv.kv_connector_extra_config,
-                "served": args.served_model_name, "quantization": engine.quantization})
-print(json.dumps(out))
-"""
-
 
 def _ranks(script: str) -> list[list[str]]:
     return [shlex.split(line.removesuffix(" &"))[1:] for line in script.splitlines()
@@ -72,12 +46,7 @@ def test_rendered_pd_rank_commands_parse_with_vllms_parser(tmp_path: Path) -> No
                                  int(argv[argv.index("--data-parallel-rank") + 1]),
                                  part.tensor, kv["kv_role"],
                                  part.kv_ports[int(engine)]))
-    env = {k: v for k, v in os.environ.items() if not k.startswith("VLLM_")}
-    env.update(HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", VLLM_NO_USAGE_STATS="1")
-    proc = subprocess.run([str(vllm_python()), "-c", PARSE], input=json.dumps(commands),
-                          capture_output=True, text=True, timeout=300, env=env, check=False)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    parsed = json.loads(proc.stdout.strip().splitlines()[-1])
+    parsed = parse_serve_commands(commands)
     assert len(parsed) == len(expected) == 28
     for got, (name, file, port, dp, rank, tp, role, kv_port) in zip(parsed, expected,
                                                                    strict=True):

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from ansible_run import ansible_playbook
+from ansible_run import ansible_playbook, this_machine_preflight_vars
 from paths import PLAYBOOKS
 
 # Codes and their classes in the vendor's table (data/faults/vendor_codes.json); the first three
@@ -63,17 +63,7 @@ def _calls(tmp_path: Path, host: str) -> list[str]:
 
 def _host_checks(tmp_path: Path) -> dict[str, Any]:
     """The preflight host checks set to what this machine is (x86_64, no NPU on its PCI bus)."""
-    return {
-        "ansible_connection": "local", "ansible_python_interpreter": sys.executable,
-        "preflight_allowed_architectures": ["aarch64", "x86_64"],
-        "preflight_supported_os": [{"distribution": "Debian", "versions": ["12"]},
-                                   {"distribution": "Ubuntu", "versions": ["22.04", "24.04"]}],
-        "preflight_expected_npu_count": 0, "preflight_expected_npu_chip": "910B",
-        "preflight_min_memory_gb": 0, "preflight_require_time_sync": False,
-        "preflight_disk_checks": [{"path": str(tmp_path), "min_free_gb": 0}],
-        "preflight_report_path": str(tmp_path / "report" / "preflight.json"),
-        "ascend_stack_set": "vllm-ascend-0.13.0", "ascend_stack_chip": "910B",
-    }
+    return this_machine_preflight_vars(tmp_path)
 
 
 def _inventory(tmp_path: Path, hosts: dict[str, dict[str, Any]],

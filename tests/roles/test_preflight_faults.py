@@ -14,7 +14,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 import yaml
-from ansible_run import ansible_playbook
+from ansible_run import ansible_playbook, this_machine_preflight_vars
 from paths import PLAYBOOKS
 
 
@@ -41,15 +41,7 @@ def _sim_node(tmp_path: Path, codes: list[str]) -> Path:
 
 def _preflight(tmp_path: Path, tool: Path) -> subprocess.CompletedProcess[str]:
     inventory = {"all": {"children": {"ascend_nodes": {"hosts": {"node-a": {}}}}, "vars": {
-        "ansible_connection": "local", "ansible_python_interpreter": sys.executable,
-        "preflight_allowed_architectures": ["aarch64", "x86_64"],
-        "preflight_supported_os": [{"distribution": "Debian", "versions": ["12"]},
-                                   {"distribution": "Ubuntu", "versions": ["22.04", "24.04"]}],
-        "preflight_expected_npu_count": 0, "preflight_expected_npu_chip": "910B",
-        "preflight_min_memory_gb": 0, "preflight_require_time_sync": False,
-        "preflight_disk_checks": [{"path": str(tmp_path), "min_free_gb": 0}],
-        "preflight_report_path": str(tmp_path / "report" / "preflight.json"),
-        "ascend_stack_set": "vllm-ascend-0.13.0", "ascend_stack_chip": "910B",
+        **this_machine_preflight_vars(tmp_path),
         "preflight_npu_smi": str(tool),
     }}}
     (tmp_path / "hosts.yml").write_text(yaml.safe_dump(inventory))

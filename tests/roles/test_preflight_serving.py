@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 import yaml
-from ansible_run import ansible_playbook
+from ansible_run import ansible_playbook, this_machine_preflight_vars
 from paths import CORPUS, PLAYBOOKS
 
 # 8 x 910B4, "HBM-Usage(MB)" 2654 / 32768 on every chip (npu-smi 25.0.rc1.1, corpus SOURCES).
@@ -51,16 +51,7 @@ def _preflight(tmp_path: Path, groups: dict[str, list[str]], profile: str,
         for name, members in groups.items()}
     inventory = {"all": {"children": {"ascend_nodes": {"hosts": hosts, "children": children}},
                          "vars": {
-        "ansible_connection": "local", "ansible_python_interpreter": sys.executable,
-        # This machine as the host checks see it: no NPU on its PCI bus, little memory.
-        "preflight_allowed_architectures": ["aarch64", "x86_64"],
-        "preflight_supported_os": [{"distribution": "Debian", "versions": ["12"]},
-                                   {"distribution": "Ubuntu", "versions": ["22.04", "24.04"]}],
-        "preflight_expected_npu_count": 0, "preflight_expected_npu_chip": "910B",
-        "preflight_min_memory_gb": 0, "preflight_require_time_sync": False,
-        "preflight_disk_checks": [{"path": str(tmp_path), "min_free_gb": 0}],
-        "preflight_report_path": str(tmp_path / "report" / "preflight.json"),
-        "ascend_stack_set": "vllm-ascend-0.13.0", "ascend_stack_chip": "910B",
+        **this_machine_preflight_vars(tmp_path),
         "vllm_service_profile": profile, "vllm_service_npu_smi": _npu_smi(tmp_path, sample),
     }}}
     (tmp_path / "hosts.yml").write_text(yaml.safe_dump(inventory))
