@@ -210,6 +210,7 @@ def fleet(vllm_pool: VllmPool) -> Iterator[Fleet]:
     a = start_vllm("a", model, work, key)
     b = start_vllm("b", model, work, key)
     procs = [a, b]
+    current: Fleet | None = None
     try:
         for replica in (a, b):
             wait_healthy(replica.proc, replica.url, replica.log, HEALTH_TIMEOUT_S)
@@ -219,8 +220,12 @@ def fleet(vllm_pool: VllmPool) -> Iterator[Fleet]:
                                       for p in (a, b)], settings, api_key=key)
         router = start_router(argv, work, port, _env())
         procs.append(router)
-        yield Fleet(work, model, key, a, b, router, f"http://127.0.0.1:{metrics_port}")
+        current = Fleet(work, model, key, a, b, router, f"http://127.0.0.1:{metrics_port}")
+        yield current
     finally:
+        # A test may restart the router (fleet.router is then a new process): stop that one too.
+        if current is not None:
+            stop(current.router)
         for proc in reversed(procs):
             stop(proc)
 

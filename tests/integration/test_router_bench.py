@@ -10,23 +10,17 @@ bench completed, both replicas served, one replica drained at runtime gets nothi
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import httpx
-import pytest
-from vllm_server import free_port
+from routerproc import running_router
 
 from ascend_serve.bench.openai_stub import StubServer
-from ascend_serve.serving.router import RouterSettings, WorkerHost, service_plan
-
-ROUTER_VENV = Path(os.environ.get("ASCEND_ROUTER_VENV")
-                   or Path(__file__).resolve().parents[2] / ".cache" / "router-venv")
+from ascend_serve.serving.router import WorkerHost
 
 
 def _word_tokenizer(path: Path) -> Path:
@@ -59,28 +53,9 @@ def _completed(result: dict[str, object]) -> tuple[object, object, object]:
 
 
 def test_ascend_serve_bench_through_the_router(tmp_path: Path) -> None:
-    exe = ROUTER_VENV / "bin" / "vllm-router"
-    if not exe.is_file():
-        pytest.fail(f"no vllm-router in {ROUTER_VENV}: scripts/bootstrap.sh makes it",
-                    pytrace=False)
     with StubServer() as a, StubServer() as b:
-        port = free_port()
-        settings = RouterSettings(port=port, prometheus_port=free_port(), policy="round_robin")
         hosts = [WorkerHost("a", "127.0.0.1", (a.port,)), WorkerHost("b", "127.0.0.1", (b.port,))]
-        plan = service_plan("local", "regular", str(exe), settings, hosts=hosts)
-        log = (tmp_path / "router.log").open("wb")
-        router = subprocess.Popen([*plan.argv, *plan.worker_args], stdout=log,
-                                  stderr=subprocess.STDOUT, start_new_session=True)
-        url = f"http://127.0.0.1:{port}"
-        try:
-            deadline = time.monotonic() + 60
-            while True:
-                assert router.poll() is None, (tmp_path / "router.log").read_text()[-3000:]
-                with contextlib.suppress(httpx.HTTPError):
-                    if httpx.get(f"{url}/v1/models", timeout=2, trust_env=False).status_code == 200:
-                        break
-                assert time.monotonic() < deadline, (tmp_path / "router.log").read_text()[-3000:]
-                time.sleep(0.3)
+        with running_router(tmp_path, hosts) as url:
             result = _bench(url, 8, tmp_path / "one")
             assert _completed(result) == (8, 8, 0), result
             served = (a.counters.requests, b.counters.requests)
@@ -94,7 +69,3 @@ def test_ascend_serve_bench_through_the_router(tmp_path: Path) -> None:
             result = _bench(url, 4, tmp_path / "two")
             assert _completed(result) == (4, 4, 0), result
             assert (a.counters.requests, b.counters.requests) == (served[0] + 4, served[1])
-        finally:
-            router.terminate()
-            router.wait(timeout=30)
-            log.close()

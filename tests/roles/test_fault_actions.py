@@ -23,9 +23,14 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+import httpx
 import yaml
 from ansible_run import ansible_playbook, this_machine_preflight_vars
 from paths import PLAYBOOKS
+from routerproc import running_router
+
+from ascend_serve.bench.openai_stub import StubServer
+from ascend_serve.serving.router import WorkerHost
 
 # Codes and their classes in the vendor's table (data/faults/vendor_codes.json); the first three
 # are shown by real samples of tests/data/corpus/faults, 80E01801 is the simulator's one
@@ -206,3 +211,56 @@ def test_a_restart_business_fault_restarts_the_unit_once_within_the_rate_limit(
     record = json.loads((facts / "ascend_fault_restarts.fact").read_text())
     assert len(record["restarts"]) == 1
     assert [c.split("@")[0] for c in record["codes"]] == ["0/0/80E01801"]
+
+
+def test_a_refused_host_is_drained_through_the_router(tmp_path: Path) -> None:
+    """Preflight's fault tasks on a host with a SeparateNPU-class code, a real vllm-router in
+    front of it and a healthy host (stub replicas): the refused host goes into the router's drain
+    state (kept across a router restart) and out of the running router; the healthy one stays."""
+    facts, state = tmp_path / "facts", tmp_path / "router-state"
+    facts.mkdir()
+    state.mkdir()
+    (tmp_path / "play.yml").write_text(REFUSE_PLAY.format(facts=facts))
+    with StubServer() as a, StubServer() as b:
+        hosts = [WorkerHost("node-a", "127.0.0.1", (a.port,)),
+                 WorkerHost("node-b", "127.0.0.1", (b.port,))]
+        with running_router(tmp_path, hosts) as url:
+            nodes = {name: {"preflight_npu_smi": str(_sim_npu_smi(tmp_path, name, faults)),
+                            "router_worker_address": "127.0.0.1", "router_worker_ports": [port]}
+                     for name, faults, port in (("node-a", {(2, 0): [SEPARATE]}, a.port),
+                                                ("node-b", {}, b.port))}
+            inventory = tmp_path / "hosts.yml"
+            inventory.write_text(yaml.safe_dump({"all": {"children": {
+                "ascend_nodes": {"hosts": nodes, "vars": _host_checks(tmp_path)},
+                "vllm_routers": {"hosts": {"router-x": {
+                    "ansible_connection": "local", "ansible_python_interpreter": sys.executable,
+                    "router_port": int(url.rsplit(":", 1)[1]), "router_state_dir": str(state),
+                    "router_drain_timeout": 5}}}}}}))
+            proc = ansible_playbook("-i", str(inventory), str(tmp_path / "play.yml"))
+            assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
+            assert "node-a is refused (drained, not put into service)" in proc.stdout
+            workers = httpx.get(f"{url}/list_workers", timeout=10, trust_env=False).json()
+            assert workers["urls"] == [b.url]
+    assert json.loads((state / "drained.json").read_text()) == ["node-a"]
+    assert a.url not in (state / "workers.env").read_text()
+    assert b.url in (state / "workers.env").read_text()
+
+
+REFUSE_PLAY = """---
+- name: Preflight's fault tasks, as the preflight play runs them
+  hosts: ascend_nodes
+  gather_facts: false
+  module_defaults:
+    ascend_serve.fleet.ledger:
+      facts_dir: {facts}
+  tasks:
+    - name: Read the ledgers
+      ansible.builtin.setup:
+        gather_subset: [min]
+        fact_path: {facts}
+
+    - name: Preflight's fault tasks
+      ansible.builtin.include_role:
+        name: ascend_serve.fleet.preflight
+        tasks_from: faults
+"""

@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ansible_run import play_role
+from ansible_run import play_role, this_machine_preflight_vars
 
 # Armv8.2-A with FP16 arithmetic, no BF16 and no SVE: what GCC's tsv110 (Kunpeng 920) entry
 # lists (gcc/config/aarch64/aarch64-cores.def: V8_2A, CRYPTO, F16, AES, SHA2).
@@ -39,15 +39,8 @@ def _host(tmp_path: Path, cpus: list[str], numa_nodes: int) -> dict[str, str]:
 
 def _preflight(tmp_path: Path, extra: dict[str, Any]) -> str:
     variables: dict[str, Any] = {
-        "ansible_python_interpreter": sys.executable,
         # This machine as the other host checks see it: x86_64, no NPUs, little memory.
-        "preflight_allowed_architectures": ["aarch64", "x86_64"],
-        "preflight_supported_os": [{"distribution": "Debian", "versions": ["12"]},
-                                   {"distribution": "Ubuntu", "versions": ["22.04", "24.04"]}],
-        "preflight_expected_npu_count": 0, "preflight_expected_npu_chip": "910B",
-        "preflight_min_memory_gb": 0, "preflight_require_time_sync": False,
-        "preflight_disk_checks": [{"path": str(tmp_path), "min_free_gb": 0}],
-        "preflight_report_path": str(tmp_path / "report" / "preflight.json"),
+        **this_machine_preflight_vars(tmp_path),
         "preflight_npu_smi": str(tmp_path / "no-npu-smi"),
         **extra,
     }
