@@ -350,7 +350,10 @@ def fetch_vllm_sdist(version: str, index_url: str, cache: Path) -> Sdist:
 
     vLLM's ``setup.py`` reads ``requirements/common.txt`` when VLLM_TARGET_DEVICE is ``empty``
     (``_no_device()``), and ``requirements/build.txt`` mirrors its build-system requirements.
-    Both are read from the sdist itself, so the lock follows the release, not our notes.
+    From vLLM 0.23.0 on that file is ``requirements/build/cuda.txt`` (its header: "Should be
+    mirrored in pyproject.toml"; the sdist has ``build/{cpu,cuda,rocm,tpu}.txt`` and no
+    ``build.txt``). Both are read from the sdist itself, so the lock follows the release, not
+    our notes.
     """
     page_url = f"{index_url.rstrip('/')}/vllm/"
     try:
@@ -380,7 +383,10 @@ def fetch_vllm_sdist(version: str, index_url: str, cache: Path) -> Sdist:
     with tarfile.open(fileobj=io.BytesIO(data), mode="r:gz") as tar:
         top = f"vllm-{version}"
         requirements = _read_requirements(tar, top, "common.txt")
-        build = [r for r in _read_requirements(tar, top, "build.txt")
+        names = set(tar.getnames())
+        build_file = ("build.txt" if f"{top}/requirements/build.txt" in names
+                      else "build/cuda.txt")
+        build = [r for r in _read_requirements(tar, top, build_file)
                  if normalize(re.split(r"[<>=!~ ;\[]", r, maxsplit=1)[0]) != "torch"]
     return Sdist(url, sha, requirements, build)
 
