@@ -142,8 +142,9 @@ case "$1" in
 esac
 exit 0
 """
-RESTART_PLAY = """---
-- name: Preflight's fault read, then vllm_service's fault actions, as site.yml plays them
+# Preflight's fault tasks as the preflight play runs them (ledgers in a scratch directory).
+FAULTS_PLAY = """---
+- name: Preflight's fault tasks, as site.yml plays them
   hosts: ascend_nodes
   gather_facts: false
   module_defaults:
@@ -159,7 +160,9 @@ RESTART_PLAY = """---
       ansible.builtin.include_role:
         name: ascend_serve.fleet.preflight
         tasks_from: faults
-
+"""
+# Then vllm_service's fault actions.
+RESTART_PLAY = FAULTS_PLAY + """
     - name: The vllm_service role's fault actions
       ansible.builtin.include_role:
         name: ascend_serve.fleet.vllm_service
@@ -220,7 +223,7 @@ def test_a_refused_host_is_drained_through_the_router(tmp_path: Path) -> None:
     facts, state = tmp_path / "facts", tmp_path / "router-state"
     facts.mkdir()
     state.mkdir()
-    (tmp_path / "play.yml").write_text(REFUSE_PLAY.format(facts=facts))
+    (tmp_path / "play.yml").write_text(FAULTS_PLAY.format(facts=facts))
     with StubServer() as a, StubServer() as b:
         hosts = [WorkerHost("node-a", "127.0.0.1", (a.port,)),
                  WorkerHost("node-b", "127.0.0.1", (b.port,))]
@@ -244,23 +247,3 @@ def test_a_refused_host_is_drained_through_the_router(tmp_path: Path) -> None:
     assert json.loads((state / "drained.json").read_text()) == ["node-a"]
     assert a.url not in (state / "workers.env").read_text()
     assert b.url in (state / "workers.env").read_text()
-
-
-REFUSE_PLAY = """---
-- name: Preflight's fault tasks, as the preflight play runs them
-  hosts: ascend_nodes
-  gather_facts: false
-  module_defaults:
-    ascend_serve.fleet.ledger:
-      facts_dir: {facts}
-  tasks:
-    - name: Read the ledgers
-      ansible.builtin.setup:
-        gather_subset: [min]
-        fact_path: {facts}
-
-    - name: Preflight's fault tasks
-      ansible.builtin.include_role:
-        name: ascend_serve.fleet.preflight
-        tasks_from: faults
-"""
