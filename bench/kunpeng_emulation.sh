@@ -53,8 +53,21 @@ unregister_binfmt() {
 rootfs() {
     [ -x "$ROOTFS/usr/bin/python3" ] && return 0
     debootstrap --arch arm64 --variant=minbase \
-        --include=python3,python3-venv,ca-certificates,libnuma1,libgomp1,libtcmalloc-minimal4,curl \
+        --include=python3,python3-venv,ca-certificates,libnuma1,libgomp1,libtcmalloc-minimal4,curl,g++,python3-dev \
         bookworm "$ROOTFS" "$MIRROR"
+}
+
+# vLLM's CPU backend compiles its sampler with torch.compile (vllm/v1/sample/ops/topk_topp_sampler.py,
+# compiled_random_sample): without a C++ compiler the first sampled request fails with
+# InductorError "No working C++ compiler found", and with g++ alone "Python.h: No such file or
+# directory" (the generated kernel's wrapper includes it): both seen here, 2026-12-06. vLLM's Arm
+# CPU page lists "gcc/g++ >= 12.3.0" (vllm-project/vllm
+# docs/getting_started/installation/cpu.arm.inc.md); Debian 12 ships g++ 12.2, which is what this
+# root gets, with python3-dev (a root made before this stage existed gets them here).
+compiler() {
+    [ -x "$ROOTFS/usr/bin/g++" ] && [ -f "$ROOTFS/usr/include/python3.11/Python.h" ] && return 0
+    in_root apt-get update
+    in_root env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends g++ python3-dev
 }
 
 in_root() {
@@ -104,11 +117,25 @@ serve_once() {
     curl -sf "http://127.0.0.1:$port/v1/completions" -H 'Content-Type: application/json' \
         -d '{"model": "tiny-qwen2", "prompt": "hello", "max_tokens": 8}' | tee "$WORK/answer.json"
     echo
-    kill "$pid"
+    stop_root_processes
     wait "$pid" || true
 }
 
+# Every process whose root directory is the emulated root (the server, its engine core and the
+# multiprocessing helpers: the background job's PID is a subshell's, not the server's).
+stop_root_processes() {
+    local proc pids=()
+    for proc in /proc/[0-9]*; do
+        [ "$(readlink "$proc/root" 2>/dev/null)" = "$ROOTFS" ] && pids+=("${proc#/proc/}")
+    done
+    [ ${#pids[@]} -eq 0 ] && return 0
+    kill "${pids[@]}" 2>/dev/null || true
+    sleep 5
+    kill -9 "${pids[@]}" 2>/dev/null || true
+}
+
 cleanup() {
+    stop_root_processes
     for m in dev sys proc; do
         if mountpoint -q "$ROOTFS/$m"; then umount "$ROOTFS/$m"; fi
     done
@@ -116,12 +143,13 @@ cleanup() {
 }
 trap cleanup EXIT
 
-STAGES=${STAGES:-binfmt debootstrap cpu-model install-lock serve-one-request}
+STAGES=${STAGES:-binfmt debootstrap cpu-model compiler install-lock serve-one-request}
 for name in $STAGES; do
     case $name in
         binfmt) stage binfmt register_binfmt ;;
         debootstrap) stage debootstrap rootfs ;;
         cpu-model) stage cpu-model cpu_model ;;
+        compiler) stage compiler compiler ;;
         install-lock) stage install-lock install_lock ;;
         serve-one-request) stage serve-one-request serve_once ;;
         *) echo "unknown stage $name" >&2; exit 2 ;;

@@ -15,8 +15,10 @@ description:
   - C(tasks) counts the tasks started for the host (a loop counts once), C(skipped) the ones
     skipped, C(changed) the changed results.
   - C(module_runs) counts the executions of a module on the host. A task whose action runs on the
-    controller only (C(set_fact), C(assert), C(debug), C(include_*), C(meta), ...) counts none; a
-    loop counts one run per item that was not skipped.
+    controller only (C(set_fact), C(assert), C(debug), C(include_*), C(meta), ...) counts none, and
+    neither does a state read answered from the play's one read (its result says
+    C(read_from=play); see the C(stack_state) module); a loop counts one run per item that was not
+    skipped.
   - C(fact_gatherings) counts the module runs of C(ansible.builtin.setup) and
     C(ansible.builtin.gather_facts) (a play's implicit fact gathering included).
   - C(package_manager_runs) counts the module runs that start the package manager (the apt, dnf,
@@ -109,7 +111,7 @@ class CallbackModule(CallbackBase):
         counts["failed"] += failed
         action = getattr(task, "resolved_action", None) or task.action
         short = _short(action)
-        if short in CONTROLLER_ONLY:
+        if short in CONTROLLER_ONLY or res.get("read_from") == "play":
             return
         items = res.get("results")
         if isinstance(items, list) and task.loop is not None:

@@ -15,21 +15,15 @@ from ansible.errors import AnsibleFilterError
 
 from ansible_collections.ascend_serve.fleet.plugins.plugin_utils.controller_package import (
     filters_by_name,
+    needs_package,
     plain,
-    require_package,
 )
-
-try:
-    from ascend_serve.fleet import batches
-except ImportError as exc:  # pragma: no cover - depends on the controller
-    MISSING: ImportError | None = exc
-else:
-    MISSING = None
 
 
 def serial_batch(hosts: Any, serial: Any, host: Any) -> list[str]:
     """The play's hosts + a serial value + one host -> the batch that serial puts the host in."""
-    require_package(MISSING, "serial_batch")
+    with needs_package("serial_batch"):
+        from ascend_serve.fleet import batches
     try:
         return batches.batch_of([str(h) for h in plain(hosts)], plain(serial), str(host))
     except batches.BatchError as exc:

@@ -18,16 +18,9 @@ from ansible.errors import AnsibleFilterError
 from ansible_collections.ascend_serve.fleet.plugins.module_utils import fault_codes
 from ansible_collections.ascend_serve.fleet.plugins.plugin_utils.controller_package import (
     filters_by_name,
+    needs_package,
     plain,
-    require_package,
 )
-
-try:
-    from ascend_serve.doctor.faults import classifier
-except ImportError as exc:  # pragma: no cover - depends on the controller
-    MISSING: ImportError | None = exc
-else:
-    MISSING = None
 
 
 def _window(window: Any, name: str) -> int:
@@ -56,7 +49,8 @@ def fault_blocks(fault_class: Any, cleared_at: Any = "", window: Any = 0,
 def fault_refusals(faults: Any, window: Any = 0, now: Any = None) -> list[dict[str, Any]]:
     """The faults of a lifetime record (``ascend_npu_faults.faults``) that keep the host out of
     service, each with ``message`` (code, class, chip, since when, and the fix), worst first."""
-    require_package(MISSING, "fault_refusals")
+    with needs_package("fault_refusals"):
+        from ascend_serve.doctor.faults import classifier
     seconds = _window(window, "fault_refusals")
     record = plain(faults) or {}
     if not isinstance(record, dict):

@@ -22,22 +22,15 @@ from ansible.errors import AnsibleFilterError
 
 from ansible_collections.ascend_serve.fleet.plugins.plugin_utils.controller_package import (
     filters_by_name,
+    needs_package,
     plain,
-    require_package,
 )
-
-try:
-    from ascend_serve.network import netcheck, netplan
-    from ascend_serve.network import ranktable as tables
-except ImportError as exc:  # pragma: no cover - depends on the controller
-    MISSING: ImportError | None = exc
-else:
-    MISSING = None
 
 
 def device_ip_plan(fleet: Any) -> dict[str, Any]:
     """Fleet description -> {hosts: {name: {name, chip, index, tls, devices: [...]}}}."""
-    require_package(MISSING, "device_ip_plan")
+    with needs_package("device_ip_plan"):
+        from ascend_serve.network import netplan
     try:
         result: dict[str, Any] = netplan.plan(plain(fleet)).model_dump()
     except netplan.NetPlanError as exc:
@@ -47,7 +40,8 @@ def device_ip_plan(fleet: Any) -> dict[str, Any]:
 
 def hccn_conf(host_plan: Any) -> str:
     """One host's plan -> the text of its /etc/hccn.conf."""
-    require_package(MISSING, "hccn_conf")
+    with needs_package("hccn_conf"):
+        from ascend_serve.network import netplan
     try:
         text: str = netplan.hccn_conf(plain(host_plan))
     except netplan.NetPlanError as exc:
@@ -57,7 +51,9 @@ def hccn_conf(host_plan: Any) -> str:
 
 def ranktable(plan: Any, servers: Any) -> dict[str, Any]:
     """Plan + {host name: host IP or {server_ip, container_ip, super_pod_id, ...}} -> hccl.json."""
-    require_package(MISSING, "ranktable")
+    with needs_package("ranktable"):
+        from ascend_serve.network import netplan
+        from ascend_serve.network import ranktable as tables
     try:
         table: dict[str, Any] = tables.build(plain(plan), plain(servers))
     except (netplan.NetPlanError, tables.RankTableError) as exc:
@@ -69,7 +65,8 @@ def device_ping_pairs(
     plan: Any, host: str, plane: str = "rail", peers: Any = None
 ) -> list[dict[str, Any]]:
     """The pings one host sends: [{device, address, peer_host, peer_device}, ...]."""
-    require_package(MISSING, "device_ping_pairs")
+    with needs_package("device_ping_pairs"):
+        from ascend_serve.network import netcheck, netplan
     try:
         found = netcheck.pairs(plain(plan), str(host), str(plane),
                                None if peers is None else plain(peers))
@@ -82,7 +79,8 @@ def device_ping_report(
     plan: Any, results: Any, plane: str = "rail", count: int = 3
 ) -> dict[str, Any]:
     """Plan + {host: [ping result, ...]} -> the fleet's ping matrix."""
-    require_package(MISSING, "device_ping_report")
+    with needs_package("device_ping_report"):
+        from ascend_serve.network import netcheck, netplan
     try:
         matrix: dict[str, Any] = netcheck.report(plain(plan), plain(results), str(plane),
                                                  int(count))
@@ -93,14 +91,16 @@ def device_ping_report(
 
 def device_ping_text(matrix: Any) -> str:
     """The ping matrix as a table."""
-    require_package(MISSING, "device_ping_text")
+    with needs_package("device_ping_text"):
+        from ascend_serve.network import netcheck
     text: str = netcheck.render(plain(matrix))
     return text
 
 
 def device_ping_failures(matrix: Any, host: Any = None) -> list[str]:
     """One line per failed pair (of pings sent by ``host``, if given), naming device and peer."""
-    require_package(MISSING, "device_ping_failures")
+    with needs_package("device_ping_failures"):
+        from ascend_serve.network import netcheck
     return [
         netcheck.describe_failure(e) for e in plain(matrix)["entries"]
         if not e["ok"] and (host is None or e["host"] == str(host))

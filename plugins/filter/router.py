@@ -18,17 +18,9 @@ from ansible.errors import AnsibleFilterError
 
 from ansible_collections.ascend_serve.fleet.plugins.plugin_utils.controller_package import (
     filters_by_name,
+    needs_package,
     plain,
-    require_package,
 )
-
-try:
-    from ascend_serve.serving import replicas
-    from ascend_serve.serving import router as router_mod
-except ImportError as exc:  # pragma: no cover - depends on the controller
-    MISSING: ImportError | None = exc
-else:
-    MISSING = None
 
 # The RouterSettings fields a role may set; the rest keep vllm-router's defaults.
 SETTINGS = ("host", "port", "policy", "prometheus_host", "prometheus_port", "retry_max_retries",
@@ -44,6 +36,9 @@ def _get(hostvars: Any, key: str, default: Any = None) -> Any:
 def _hosts(entries: Any, what: str) -> list[Any]:
     """Worker hosts from ``groups[G] | map('extract', hostvars)``; in ``hosts`` (replicas), a
     host with neither a serving profile nor ``router_worker_ports`` serves nothing: left out."""
+    with needs_package("router_service_plan"):
+        from ascend_serve.serving import replicas
+        from ascend_serve.serving import router as router_mod
     hosts = []
     for hostvars in entries or []:
         if not isinstance(hostvars, Mapping):
@@ -65,7 +60,8 @@ def router_service_plan(router: Any, mode: Any = "regular", executable: Any = "v
                         decode: Any = None, drained: Any = None, groups: Any = None,
                         api_key_ref: Any = None) -> dict[str, Any]:
     """Router host name + its settings and worker hosts -> the unit's argv and worker list."""
-    require_package(MISSING, "router_service_plan")
+    with needs_package("router_service_plan"):
+        from ascend_serve.serving import router as router_mod
     given = plain(settings or {})
     unknown = sorted(set(given) - set(SETTINGS))
     if unknown:

@@ -19,21 +19,14 @@ from ansible.errors import AnsibleFilterError
 
 from ansible_collections.ascend_serve.fleet.plugins.plugin_utils.controller_package import (
     filters_by_name,
+    needs_package,
     plain,
-    require_package,
 )
-
-try:
-    from ascend_serve.serving import fit, launcher, nodecheck, profiles
-    from ascend_serve.stack import matrix as matrix_mod
-except ImportError as exc:  # pragma: no cover - depends on the controller
-    MISSING: ImportError | None = exc
-else:
-    MISSING = None
 
 
 def _profile(data: Any, filter_name: str) -> Any:
-    require_package(MISSING, filter_name)
+    with needs_package(filter_name):
+        from ascend_serve.serving import profiles
     try:
         return profiles.Profile.model_validate(plain(data))
     except ValueError as exc:
@@ -42,7 +35,8 @@ def _profile(data: Any, filter_name: str) -> Any:
 
 def serving_profile(name: Any, overrides: Any = None, files: Any = None) -> dict[str, Any]:
     """Profile name (+ inventory overrides, + extra profile files) -> the resolved profile."""
-    require_package(MISSING, "serving_profile")
+    with needs_package("serving_profile"):
+        from ascend_serve.serving import profiles
     try:
         profile = profiles.resolve(str(name), plain(overrides or {}),
                                    profiles.with_extra_files(plain(files or [])))
@@ -64,7 +58,8 @@ def vllm_launch_context(
     rendered_by: Any = "ascend-serve vllm_service role",
 ) -> dict[str, Any]:
     """Resolved profile + this node's paths and rank -> the launcher template's variables."""
-    require_package(MISSING, "vllm_launch_context")
+    with needs_package("vllm_launch_context"):
+        from ascend_serve.serving import launcher, profiles
     try:
         ctx: dict[str, Any] = launcher.context(
             _profile(profile, "vllm_launch_context"),
@@ -87,7 +82,8 @@ def serving_fit(profile: Any, config: Any = None, hbm_mb: Any = None,
 
     None when no config.json is known for the model (nothing to estimate from).
     """
-    require_package(MISSING, "serving_fit")
+    with needs_package("serving_fit"):
+        from ascend_serve.serving import fit, nodecheck
     parsed = _profile(profile, "serving_fit")
     if config:
         parsed = parsed.model_copy(update={"model": parsed.model.model_copy(
@@ -114,7 +110,9 @@ def serving_set_problems(profile: Any, stack: Any) -> list[str]:
     """Resolved profile + the version set (a resolved set mapping or a set name) -> why that set
     cannot serve the profile, each with the fix (the lowest set of the matrix that can); [] if
     it can."""
-    require_package(MISSING, "serving_set_problems")
+    with needs_package("serving_set_problems"):
+        from ascend_serve.serving import profiles
+        from ascend_serve.stack import matrix as matrix_mod
     parsed = _profile(profile, "serving_set_problems")
     try:
         matrix = matrix_mod.load_matrix()

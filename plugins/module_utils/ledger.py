@@ -86,7 +86,7 @@ LEDGERS: dict[str, dict[str, Any]] = {
     "ascend_os_base": _ledger(
         "os_base",
         "The packages, kernel holds and repositories os_base manages.",
-        [],
+        ["stack.yml (read: the play's one state read, module stack_state)"],
         _keys(
             ("package_manager", "str", "Package manager of the host.",
              {"choices": ["apt", "dnf"]}),
@@ -97,6 +97,9 @@ LEDGERS: dict[str, dict[str, Any]] = {
             ("repositories", "list", "Names of the repositories os_base wrote, sorted."),
             ("default_repositories_disabled", "bool",
              "The distribution's own repository files were renamed *.disabled."),
+            ("read", "dict", "The arguments the role's state read was given, checked against its "
+             "argument spec: stack.yml's one read of the host (module stack_state) gives them "
+             "again.", OPTIONAL),
         ),
     ),
     "ascend_host_tuning": _ledger(
@@ -177,6 +180,7 @@ LEDGERS: dict[str, dict[str, Any]] = {
         "Driver and firmware installed, and a pending reboot.",
         [
             "npu_driver (module npu_driver_facts: the pending reboot)",
+            "stack.yml (read: the play's one state read, module stack_state)",
             "rollout (stack_set)",
             "fleet status (stack_set, versions, reboot_pending)",
             "doctor collector (install_path) and doctor (versions, reboot-pending)",
@@ -190,6 +194,9 @@ LEDGERS: dict[str, dict[str, Any]] = {
             ("reboot_pending", "bool", "A reboot is needed to load what was installed."),
             ("reboot_pending_boot_id", "str",
              "Boot id when the reboot became pending ('' if none); a new boot id clears it."),
+            ("read", "dict", "The arguments the role's state read was given, checked against its "
+             "argument spec: stack.yml's one read of the host (module stack_state) gives them "
+             "again.", OPTIONAL),
         ),
     ),
     "ascend_npu_network": _ledger(
@@ -213,6 +220,7 @@ LEDGERS: dict[str, dict[str, Any]] = {
             "ascend-serve serve and tune (set_env)",
             "fleet status (stack_set, version)",
             "doctor collector (toolkit_root, profile_script, env_file) and doctor",
+            "stack.yml (read: the play's one state read, module stack_state)",
         ],
         _keys(
             ("stack_set", "str", _SET_NAME + "CANN is from."),
@@ -222,6 +230,9 @@ LEDGERS: dict[str, dict[str, Any]] = {
             ("set_env", "list", "Scripts a service must source, in order."),
             ("profile_script", "str", "profile.d script for login shells."),
             ("env_file", "str", "The same environment as KEY=value for systemd."),
+            ("read", "dict", "The arguments the role's state read was given, checked against its "
+             "argument spec: stack.yml's one read of the host (module stack_state) gives them "
+             "again.", OPTIONAL),
         ),
     ),
     "ascend_python_env": _ledger(

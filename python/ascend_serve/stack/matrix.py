@@ -27,6 +27,7 @@ from pydantic import (
 )
 
 from ascend_serve.resources import data_path
+from ascend_serve.stack.host_check import hdk_accepts
 
 COMPONENTS = ("vllm_ascend", "vllm", "cann", "torch", "torch_npu", "hdk", "firmware")
 # Components only an Ascend set has (firmware may be unresolved: its source then says why).
@@ -36,12 +37,6 @@ CHIPS = ("910B", "910C")
 
 class MatrixError(ValueError):
     """The inventory's choice is not one supported set; the message says why."""
-
-
-def hdk_accepts(supported: list[str], version: str) -> bool:
-    """Whether a driver version belongs to one of the HDK release lines in ``supported``."""
-    got = version.strip().lower()
-    return any(got == v.lower() or got.startswith(v.lower() + ".") for v in supported)
 
 
 class PipIndex(BaseModel):

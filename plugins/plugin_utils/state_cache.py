@@ -1,0 +1,117 @@
+"""The play's one state read on the controller side: the ``stack_state`` task stamps its answers
+with the play, and each role's read task takes its answer from them instead of running its module
+on the host, when the arguments are the same.
+
+Controller-only code (``plugin_utils``): the action plugins of ``stack_state`` and of the reads it
+can stand in for (``os_base_state``, ``npu_driver_facts``, ``cann_facts``,
+``host_runtime_facts``). What a read is and how its arguments are checked is
+``module_utils/state_reads.py``, shared with the module on the host.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+from ansible.plugins.action import ActionBase
+
+from ansible_collections.ascend_serve.fleet.plugins.module_utils.state_reads import (
+    READS,
+    ReadRefusedError,
+    checked_arguments,
+)
+from ansible_collections.ascend_serve.fleet.plugins.plugin_utils.controller_package import plain
+
+CACHE = "ascend_state_cache"
+
+
+def play_id(task: Any) -> str:
+    """The id of the play the task runs in (its blocks carry the play)."""
+    parent = getattr(task, "_parent", None)
+    while parent is not None:
+        play = getattr(parent, "_play", None)
+        if play is not None:
+            return str(play._uuid)
+        parent = getattr(parent, "_parent", None)
+    return ""
+
+
+def _short(action: str) -> str:
+    return action.rsplit(".", 1)[-1]
+
+
+def take(cache: Any, play: str, name: str,
+         request: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]] | None:
+    """(answer, the cache without it) when ``cache`` holds this play's answer to this read with
+    these arguments; otherwise None. Pure, for the tests."""
+    if not isinstance(cache, dict) or not play or cache.get("play") != play:
+        return None
+    reads = cache.get("reads") or {}
+    entry = reads.get(name)
+    if not isinstance(entry, dict):
+        return None
+    try:
+        if checked_arguments(name, entry.get("request") or {}) != request:
+            return None
+    except ReadRefusedError:
+        return None
+    rest = {key: value for key, value in reads.items() if key != name}
+    return copy.deepcopy(entry["result"]), {"play": play, "reads": rest}
+
+
+def with_request(name: str, answer: dict[str, Any], request: dict[str, Any]) -> dict[str, Any]:
+    """The answer carrying the arguments it answers (in the fact, or in the result of a module
+    that sets none): what a role records in its ledger as ``read``."""
+    fact = READS[name].FACT
+    if answer.get("failed"):
+        return answer
+    if fact and isinstance(answer.get("ansible_facts", {}).get(fact), dict):
+        answer["ansible_facts"][fact]["request"] = request
+    elif not fact:
+        answer["request"] = request
+    return answer
+
+
+class StateReadAction(ActionBase):
+    """A role's read: the play's answer when it has one for these arguments, else the module."""
+
+    TRANSFERS_FILES = False
+    _supports_check_mode = True
+
+    def run(self, tmp: Any = None, task_vars: dict[str, Any] | None = None) -> dict[str, Any]:
+        task_vars = task_vars or {}
+        result: dict[str, Any] = super().run(tmp, task_vars)
+        name = _short(self._task.action)
+        args = plain(dict(self._task.args))
+        try:
+            request: dict[str, Any] | None = checked_arguments(name, args)
+        except ReadRefusedError:
+            request = None  # the module refuses them, with its own message
+        cache = plain((task_vars.get("ansible_facts") or {}).get(CACHE))
+        taken = take(cache, play_id(self._task), name, request) if request is not None else None
+        if taken is not None:
+            answer, rest = taken
+            answer.setdefault("ansible_facts", {})[CACHE] = rest
+            answer["read_from"] = "play"
+        else:
+            answer = self._execute_module(module_args=args, task_vars=task_vars)
+            answer["read_from"] = "host"
+        result.update(with_request(name, answer, request) if request is not None else answer)
+        return result
+
+
+class StackStateAction(ActionBase):
+    """The play's one read: the module's answers, stamped with this play."""
+
+    TRANSFERS_FILES = False
+    _supports_check_mode = True
+
+    def run(self, tmp: Any = None, task_vars: dict[str, Any] | None = None) -> dict[str, Any]:
+        task_vars = task_vars or {}
+        result: dict[str, Any] = super().run(tmp, task_vars)
+        answer = self._execute_module(module_args=plain(dict(self._task.args)), task_vars=task_vars)
+        cache = answer.get("ansible_facts", {}).get(CACHE)
+        if isinstance(cache, dict):
+            cache["play"] = play_id(self._task)
+        result.update(answer)
+        return result
