@@ -51,7 +51,6 @@ class _PartModule:
 
     def __init__(self, module: Any, params: dict[str, Any]) -> None:
         self.params = params
-        self.check_mode = module.check_mode
         self.run_command = module.run_command
 
     def fail_json(self, msg: str, **_: Any) -> None:

@@ -248,16 +248,28 @@ def _pod_template(template: dict[str, Any]) -> dict[str, Any]:
             "template": template}
 
 
-def test_every_object_passes_the_kubernetes_schemas(single: Render, multi: Render) -> None:
-    checked = []
-    for render in (single, multi):
+def _validated_kinds(renders: list[Render], lws_validator: Any = None) -> list[str]:
+    """The kinds of every object of the renders, each checked against the Kubernetes schemas
+    (a LeaderWorkerSet's pod templates; with ``lws_validator``, the object against its CRD's
+    schema too)."""
+    kinds = []
+    for render in renders:
         for obj in render.objects():
             if obj["kind"] == "LeaderWorkerSet":
+                if lws_validator is not None:
+                    errors = [f"{list(e.absolute_path)}: {e.message}"
+                              for e in lws_validator.iter_errors(obj)]
+                    assert errors == [], obj["metadata"]["name"]
                 for template in _pod_specs(obj).values():
                     _k8s_validate(_pod_template(template))
             else:
                 _k8s_validate(obj)
-            checked.append(obj["kind"])
+            kinds.append(obj["kind"])
+    return kinds
+
+
+def test_every_object_passes_the_kubernetes_schemas(single: Render, multi: Render) -> None:
+    checked = _validated_kinds([single, multi])
     assert sorted(set(checked)) == ["ConfigMap", "Deployment", "LeaderWorkerSet", "Service"]
 
 
@@ -503,18 +515,7 @@ def test_pd_launchers_are_each_hosts_ranks(pd_renders: dict[str, Render]) -> Non
 
 def test_every_pd_object_passes_the_kubernetes_and_lws_schemas(
         pd_renders: dict[str, Render], lws_validator: Any) -> None:
-    checked = []
-    for render in pd_renders.values():
-        for obj in render.objects():
-            if obj["kind"] == "LeaderWorkerSet":
-                errors = [f"{list(e.absolute_path)}: {e.message}"
-                          for e in lws_validator.iter_errors(obj)]
-                assert errors == [], obj["metadata"]["name"]
-                for template in _pod_specs(obj).values():
-                    _k8s_validate(_pod_template(template))
-            else:
-                _k8s_validate(obj)
-            checked.append(obj["kind"])
+    checked = _validated_kinds(list(pd_renders.values()), lws_validator)
     assert sorted(set(checked)) == ["ConfigMap", "Deployment", "LeaderWorkerSet", "Service"]
 
 

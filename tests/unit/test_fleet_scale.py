@@ -13,6 +13,7 @@ import pytest
 from paths import ROOT
 from terminal import uncolored
 from typer.testing import CliRunner
+from vllm_metrics import exposition
 
 from ascend_serve.cli.fleet import fleet_app
 from ascend_serve.fleet.scale import Policy, Sample, decide, load, run
@@ -26,18 +27,6 @@ from ascend_serve.serving.load_metrics import (
 
 runner = CliRunner()
 RECORDED = ROOT / "tests" / "data" / "scale" / "tiny-qwen2-burst.jsonl"
-
-
-def exposition(waiting: float, kv: float, engines: int = 1) -> str:
-    """/metrics text in the shape vLLM 0.32 writes (labels engine, model_name)."""
-    lines = ["# HELP vllm:num_requests_waiting Number of requests waiting to be processed.",
-             "# TYPE vllm:num_requests_waiting gauge"]
-    lines += [f'vllm:num_requests_waiting{{engine="{e}",model_name="m"}} {waiting / engines}'
-              for e in range(engines)]
-    lines += ["# TYPE vllm:kv_cache_usage_perc gauge"]
-    lines += [f'vllm:kv_cache_usage_perc{{engine="{e}",model_name="m"}} {kv if e == 0 else 0.1}'
-              for e in range(engines)]
-    return "\n".join(lines) + "\n"
 
 
 def series(points: Sequence[tuple[float, int, float, float]]) -> list[Sample]:

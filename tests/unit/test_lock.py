@@ -375,17 +375,22 @@ def test_locked_files_are_still_on_the_index(index_check: IndexCheck, name: str)
     if stack.unlocked:
         pytest.skip(f"{name}: {stack.unlocked}")
     where = f"set {name}, target "
-    assert PYPI_SIMPLE not in index_check.unreachable, (
-        f"the index could not be read, so nothing was checked (this is no finding about the "
-        f"locks): {index_check.unreachable[PYPI_SIMPLE]}")
-    alarms = [a for a in index_check.alarms if where in a]
-    assert not alarms, "\n".join(alarms)
+    _assert_read_without_alarms(index_check, where)
     for line in (u for u in index_check.unchecked if where in u):
         warnings.warn(line, stacklevel=1)
     checked = sum(len(locked_files(lock_dir(LOCKS, name, t), read_plan(lock_dir(LOCKS, name, t))))
                   for t in targets(stack))
     unchecked = sum(where in u for u in index_check.unchecked)
     assert unchecked < checked and index_check.verified >= checked - unchecked
+
+
+def _assert_read_without_alarms(index_check: IndexCheck, where: str) -> None:
+    """PyPI was read, and no file of the locks ``where`` names is gone or changed there."""
+    assert PYPI_SIMPLE not in index_check.unreachable, (
+        f"the index could not be read, so nothing was checked (this is no finding about the "
+        f"locks): {index_check.unreachable[PYPI_SIMPLE]}")
+    alarms = [a for a in index_check.alarms if where in a]
+    assert not alarms, "\n".join(alarms)
 
 
 @pytest.mark.index
@@ -396,11 +401,7 @@ def test_router_locked_files_are_still_on_the_index(index_check: IndexCheck, nam
     listing in the same requests as the sets' locks (nothing is downloaded). Only a file gone or
     changed fails this, never a newer release."""
     where = f"set {name}, router lock "
-    assert PYPI_SIMPLE not in index_check.unreachable, (
-        f"the index could not be read, so nothing was checked (this is no finding about the "
-        f"locks): {index_check.unreachable[PYPI_SIMPLE]}")
-    alarms = [a for a in index_check.alarms if where in a]
-    assert not alarms, "\n".join(alarms)
+    _assert_read_without_alarms(index_check, where)
     # PyPI is one complete index: a router pin is verified or an alarm, never unchecked.
     assert not [u for u in index_check.unchecked if where in u]
     checked = sum(len(router_files(router_lock_path(LOCKS, name, t)))

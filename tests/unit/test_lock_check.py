@@ -9,8 +9,8 @@ import json
 import shutil
 from pathlib import Path
 
-import httpx
 import pytest
+from fake_index import index_reader
 from paths import DATA
 from typer.testing import CliRunner
 
@@ -66,21 +66,7 @@ def _fake_index(directory: Path, *, drop: tuple[str, str] | None = None,
                 {"filename": f"{pin.package.replace('-', '_')}-{pin.version}-cp311-cp311-"
                              f"manylinux_2_28_x86_64.linux{n}.whl".replace(".linux", "_v"),
                  "hashes": {"sha256": sha}})
-    asked: list[str] = []
-
-    def handler(request: httpx.Request) -> httpx.Response:
-        if request.url.host != "index.example":
-            raise httpx.ConnectError("unreachable from a test", request=request)
-        asked.append(str(request.url))
-        if status != 200:
-            return httpx.Response(status)
-        project = request.url.path.rstrip("/").rsplit("/", 1)[1]
-        if project not in files:
-            return httpx.Response(404)
-        return httpx.Response(200, headers={"content-type": SIMPLE_JSON},
-                              json={"meta": {"api-version": "1.1"}, "files": files[project]})
-
-    return IndexReader(transport=httpx.MockTransport(handler)), asked
+    return index_reader(files, status=status, host="index.example")
 
 
 def test_simple_pages_json_and_html() -> None:

@@ -14,6 +14,7 @@ import httpx
 import pytest
 from terminal import uncolored
 from typer.testing import CliRunner
+from vllm_metrics import exposition
 
 from ascend_serve.cli import fleet as fleet_cli
 from ascend_serve.cli.fleet import fleet_app
@@ -23,20 +24,6 @@ from ascend_serve.serving.router_api import RouterApiError, RouterClient, url_sc
 
 ROUTER = "http://router:30000"
 A, B, C = "http://10.0.0.1:8000", "http://10.0.0.2:8000", "http://10.0.0.3:8000"
-
-
-def exposition(running: float, waiting: float = 0.0, kv: float = 0.1, engines: int = 2) -> str:
-    """/metrics text in vLLM 0.32's shape: one series per engine."""
-    lines = ["# TYPE vllm:num_requests_running gauge"]
-    lines += [f'vllm:num_requests_running{{engine="{e}",model_name="m"}} {running / engines}'
-              for e in range(engines)]
-    lines += ["# TYPE vllm:num_requests_waiting gauge"]
-    lines += [f'vllm:num_requests_waiting{{engine="{e}",model_name="m"}} {waiting / engines}'
-              for e in range(engines)]
-    lines += ["# TYPE vllm:kv_cache_usage_perc gauge"]
-    lines += [f'vllm:kv_cache_usage_perc{{engine="{e}",model_name="m"}} {kv if e == 0 else 0.0}'
-              for e in range(engines)]
-    return "\n".join(lines) + "\n"
 
 
 class FakeRouter:
@@ -76,7 +63,7 @@ class FakeRouter:
             raise httpx.ConnectError("connection refused", request=request)
         values = self.running[base]
         now = values.pop(0) if len(values) > 1 else values[0]
-        return httpx.Response(200, text=exposition(now))
+        return httpx.Response(200, text=exposition(0.0, 0.1, engines=2, running=now, kv_other=0.0))
 
     def client(self, admin_key: str | None = None, replica_key: str | None = None) -> RouterClient:
         return RouterClient(ROUTER, admin_key=admin_key, replica_key=replica_key,

@@ -12,14 +12,14 @@ import shutil
 import sys
 from pathlib import Path
 
-import httpx
 import pytest
+from fake_index import index_reader
 from paths import DATA
 from typer.testing import CliRunner
 
 from ascend_serve.cli.main import app
 from ascend_serve.stack import lock
-from ascend_serve.stack.index import ALARM, SIMPLE_JSON, IndexReader
+from ascend_serve.stack.index import ALARM, IndexReader
 from ascend_serve.stack.lock import (
     ROUTER_IN,
     check_locks,
@@ -175,17 +175,7 @@ def _index_of(path: Path, change: str | None) -> tuple[IndexReader, list[str]]:
             files.setdefault(pin.package, []).append(
                 {"filename": f"{pin.package.replace('-', '_')}-{pin.version}-{n}-py3-none-any.whl",
                  "hashes": {"sha256": sha}})
-    asked: list[str] = []
-
-    def handler(request: httpx.Request) -> httpx.Response:
-        asked.append(str(request.url))
-        project = request.url.path.rstrip("/").rsplit("/", 1)[1]
-        if project not in files:
-            return httpx.Response(404)
-        return httpx.Response(200, headers={"content-type": SIMPLE_JSON},
-                              json={"meta": {"api-version": "1.1"}, "files": files[project]})
-
-    return IndexReader(transport=httpx.MockTransport(handler)), asked
+    return index_reader(files)
 
 
 @pytest.mark.parametrize("change", [None, "aiohttp"])

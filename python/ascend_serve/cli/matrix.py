@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, NoReturn
 
 import typer
 from rich.table import Table
@@ -207,61 +208,50 @@ def matrix_lock(
             _print_check(problems, online, strict, root, matrix_file)
         raise typer.Exit(code)
     date = exclude_newer or dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-    results: list[dict[str, object]] = []
-    failed = False
     jobs = [(s, t) for s in chosen for t in targets(s)
             if not target_names or t.name in target_names]
     if not jobs:
         raise fail(f"no target of {', '.join(s.name for s in chosen)} is named "
                    f"{', '.join(target_names or [])}")
+    cache_dir = cache or default_cache()
     if router:
-        _lock_routers(jobs, root, date, index_url, cache or default_cache(), as_json)
-    for stack, target in jobs:
+        def lock_router(stack: StackSet, target: Target) -> tuple[Path, int]:
+            path = resolve_router_lock(stack, target, root, exclude_newer=date,
+                                       index_url=index_url, cache=cache_dir)
+            return path, len(router_files(path))
+
+        _lock_jobs(jobs, lock_router, "vllm-router ", as_json)
+
+    def lock_set(stack: StackSet, target: Target) -> tuple[Path, int]:
         out = lock_dir(root, stack.name, target)
-        with console.status(f"resolving {stack.name} for {target.name} ({target.platform})"):
-            try:
-                plan = resolve_lock(stack, target, out, index_url=index_url,
-                                    index_overrides=overrides, exclude_newer=date,
-                                    cache=cache or default_cache())
-            except LockError as exc:
-                failed = True
-                results.append({"set": stack.name, "target": target.name, "ok": False,
-                                "error": str(exc)})
-                if not as_json:
-                    err_console.print(f"[red]{exc}[/red]", highlight=False)
-                continue
-        count = len(plan["pins"])
-        results.append({"set": stack.name, "target": target.name, "ok": True,
-                        "lock": str(out), "distributions": count})
-        if not as_json:
-            console.print(f"[green]locked[/green] {stack.name} {target.name}: "
-                          f"{count} distributions -> {out}", highlight=False)
-    if as_json:
-        typer.echo(json.dumps(results, indent=2))
-    raise typer.Exit(EXIT_CHECK_FAILED if failed else 0)
+        plan = resolve_lock(stack, target, out, index_url=index_url, index_overrides=overrides,
+                            exclude_newer=date, cache=cache_dir)
+        return out, len(plan["pins"])
+
+    _lock_jobs(jobs, lock_set, "", as_json)
 
 
-def _lock_routers(jobs: list[tuple[StackSet, Target]], root: Path, date: str, index_url: str,
-                  cache: Path, as_json: bool) -> None:
-    """``matrix lock --router``: each job's router lock; exits (1: a resolution failed)."""
+def _lock_jobs(jobs: list[tuple[StackSet, Target]],
+               lock_one: Callable[[StackSet, Target], tuple[Path, int]], what: str,
+               as_json: bool) -> NoReturn:
+    """Each job's lock by ``lock_one`` (the lock's path and its distributions), each result
+    reported (``what``: what is locked, in the messages); exits (1: a resolution failed)."""
     results: list[dict[str, object]] = []
     for stack, target in jobs:
-        with console.status(f"resolving vllm-router for {stack.name} {target.name} "
+        with console.status(f"resolving {what}{stack.name} for {target.name} "
                             f"({target.platform})"):
             try:
-                path = resolve_router_lock(stack, target, root, exclude_newer=date,
-                                           index_url=index_url, cache=cache)
+                path, count = lock_one(stack, target)
             except LockError as exc:
                 results.append({"set": stack.name, "target": target.name, "ok": False,
                                 "error": str(exc)})
                 if not as_json:
                     err_console.print(f"[red]{exc}[/red]", highlight=False)
                 continue
-        count = len(router_files(path))
         results.append({"set": stack.name, "target": target.name, "ok": True,
                         "lock": str(path), "distributions": count})
         if not as_json:
-            console.print(f"[green]locked[/green] vllm-router {stack.name} {target.name}: "
+            console.print(f"[green]locked[/green] {what}{stack.name} {target.name}: "
                           f"{count} distributions -> {path}", highlight=False)
     if as_json:
         typer.echo(json.dumps(results, indent=2))
