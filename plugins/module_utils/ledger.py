@@ -86,7 +86,7 @@ LEDGERS: dict[str, dict[str, Any]] = {
     "ascend_os_base": _ledger(
         "os_base",
         "The packages, kernel holds and repositories os_base manages.",
-        ["stack.yml (read: the play's one state read, module stack_state)"],
+        ["stack_settle (read: the reads it fingerprints at the end of a full run)"],
         _keys(
             ("package_manager", "str", "Package manager of the host.",
              {"choices": ["apt", "dnf"]}),
@@ -98,8 +98,8 @@ LEDGERS: dict[str, dict[str, Any]] = {
             ("default_repositories_disabled", "bool",
              "The distribution's own repository files were renamed *.disabled."),
             ("read", "dict", "The arguments the role's state read was given, checked against its "
-             "argument spec: stack.yml's one read of the host (module stack_state) gives them "
-             "again.", OPTIONAL),
+             "argument spec: the role stack_settle reads with them at the end of a full run "
+             "of stack.yml.", OPTIONAL),
         ),
     ),
     "ascend_host_tuning": _ledger(
@@ -180,7 +180,7 @@ LEDGERS: dict[str, dict[str, Any]] = {
         "Driver and firmware installed, and a pending reboot.",
         [
             "npu_driver (module npu_driver_facts: the pending reboot)",
-            "stack.yml (read: the play's one state read, module stack_state)",
+            "stack_settle (read: the reads it fingerprints at the end of a full run)",
             "rollout (stack_set)",
             "fleet status (stack_set, versions, reboot_pending)",
             "doctor collector (install_path) and doctor (versions, reboot-pending)",
@@ -195,8 +195,8 @@ LEDGERS: dict[str, dict[str, Any]] = {
             ("reboot_pending_boot_id", "str",
              "Boot id when the reboot became pending ('' if none); a new boot id clears it."),
             ("read", "dict", "The arguments the role's state read was given, checked against its "
-             "argument spec: stack.yml's one read of the host (module stack_state) gives them "
-             "again.", OPTIONAL),
+             "argument spec: the role stack_settle reads with them at the end of a full run "
+             "of stack.yml.", OPTIONAL),
         ),
     ),
     "ascend_npu_network": _ledger(
@@ -220,7 +220,7 @@ LEDGERS: dict[str, dict[str, Any]] = {
             "ascend-serve serve and tune (set_env)",
             "fleet status (stack_set, version)",
             "doctor collector (toolkit_root, profile_script, env_file) and doctor",
-            "stack.yml (read: the play's one state read, module stack_state)",
+            "stack_settle (read: the reads it fingerprints at the end of a full run)",
         ],
         _keys(
             ("stack_set", "str", _SET_NAME + "CANN is from."),
@@ -231,8 +231,20 @@ LEDGERS: dict[str, dict[str, Any]] = {
             ("profile_script", "str", "profile.d script for login shells."),
             ("env_file", "str", "The same environment as KEY=value for systemd."),
             ("read", "dict", "The arguments the role's state read was given, checked against its "
-             "argument spec: stack.yml's one read of the host (module stack_state) gives them "
-             "again.", OPTIONAL),
+             "argument spec: the role stack_settle reads with them at the end of a full run "
+             "of stack.yml.", OPTIONAL),
+        ),
+    ),
+    "ascend_stack_settled": _ledger(
+        "stack_settle",
+        "The roles of stack.yml a full run left settled, each with its fingerprint, and the reads "
+        "that answered.",
+        ["stack.yml (its first task, module stack_state: the roles to enter)"],
+        _keys(
+            ("roles", "dict", "Role name to the fingerprint of its code, inputs, facts, ledger and "
+             "read answers at the end of the run (plugins/plugin_utils/settle.py)."),
+            ("reads", "dict", "Module name to the arguments of the state read that answered: "
+             "stack.yml's first task reads the same."),
         ),
     ),
     "ascend_python_env": _ledger(

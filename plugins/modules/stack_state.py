@@ -28,8 +28,28 @@ options:
     description:
       - The reads to do, by the name of the module that does each alone; the value is that
         module's arguments. A null value is left out (a role with nothing recorded).
+      - Required without O(settle); with it, the action plugin reads by default what the roles
+        recorded, each role's read with the arguments in its ledger (C(read)), and
+        C(host_runtime_facts) with those of the fact C(ascend_host_runtime) or else of the ledger
+        C(ascend_stack_settled).
     type: dict
-    required: true
+    default: {}
+  settle:
+    description:
+      - Roles of C(stack.yml) (C(os_base), C(npu_driver), C(cann)) to fingerprint from the
+        answers, the host's variables, facts and ledgers and the collection's code (done by the
+        action plugin, on the controller; see C(plugins/plugin_utils/settle.py)).
+      - Without O(entered), the fact C(ascend_stack_settle) says which of them to enter, those
+        whose fingerprint differs from the one recorded in the ledger C(ascend_stack_settled)
+        (all of them in a run tagged C(verify)).
+    type: list
+    elements: str
+  entered:
+    description:
+      - The roles a full run entered; with O(settle), RV(settled) is then the ledger's new
+        record (the role C(stack_settle) writes it).
+    type: list
+    elements: str
 extends_documentation_fragment:
   - ascend_serve.fleet.facts
 """
@@ -43,6 +63,10 @@ EXAMPLES = r"""
       cann_facts: "{{ ansible_local['ascend_cann']['read'] | default(none) }}"
       host_runtime_facts:
         python: /usr/bin/python3
+
+- name: Read the host once, and find which roles a full run left settled (stack.yml)
+  ascend_serve.fleet.stack_state:
+    settle: [os_base, npu_driver, cann]
 """
 
 RETURN = r"""
@@ -51,6 +75,11 @@ ansible_facts:
   returned: always
   type: dict
   contains:
+    ascend_stack_settle:
+      description: With O(settle) and without O(entered), C(roles) (those of O(settle)) and
+        C(enter) (those of them the play must enter).
+      returned: with O(settle)
+      type: dict
     ascend_state_cache:
       description: C(play) (the play's id, set by the action plugin) and C(reads), by module
         name, each C(request) (the arguments as given) and C(result) (what that module would
@@ -60,6 +89,16 @@ ansible_facts:
 refused:
   description: The reads left out, by module name, with the reason.
   returned: always
+  type: dict
+fingerprints:
+  description: Each role of O(settle) with its fingerprint (null when a read it needs has no
+    answer).
+  returned: with O(settle)
+  type: dict
+settled:
+  description: The new record of the ledger C(ascend_stack_settled), C(roles) (role to
+    fingerprint, the roles this run left settled) and C(reads) (the arguments that were read).
+  returned: with O(settle) and O(entered)
   type: dict
 """
 
@@ -74,8 +113,12 @@ from ansible_collections.ascend_serve.fleet.plugins.module_utils.state_reads imp
 
 
 def main() -> None:
-    module = AnsibleModule(argument_spec={"reads": {"type": "dict", "required": True}},
-                           supports_check_mode=True)
+    module = AnsibleModule(argument_spec={
+        "reads": {"type": "dict", "default": {}},
+        # Taken by the action plugin (the fingerprints are the controller's); never sent here.
+        "settle": {"type": "list", "elements": "str"},
+        "entered": {"type": "list", "elements": "str"},
+    }, supports_check_mode=True)
     answers: dict[str, Any] = {}
     refused: dict[str, str] = {}
     for name, request in module.params["reads"].items():

@@ -20,6 +20,7 @@ from ansible_collections.ascend_serve.fleet.plugins.module_utils.state_reads imp
     ReadRefusedError,
     checked_arguments,
 )
+from ansible_collections.ascend_serve.fleet.plugins.plugin_utils import settle
 from ansible_collections.ascend_serve.fleet.plugins.plugin_utils.controller_package import plain
 
 CACHE = "ascend_state_cache"
@@ -101,7 +102,10 @@ class StateReadAction(ActionBase):
 
 
 class StackStateAction(ActionBase):
-    """The play's one read: the module's answers, stamped with this play."""
+    """The play's one read: the module's answers, stamped with this play; with ``settle``, the
+    roles' fingerprints from those answers (``settle.py``): in the play's first task which of
+    those roles to enter (the fact ``ascend_stack_settle``), and with ``entered`` (the
+    ``stack_settle`` role, at the end of a full run) the ledger record of the settled ones."""
 
     TRANSFERS_FILES = False
     _supports_check_mode = True
@@ -109,9 +113,41 @@ class StackStateAction(ActionBase):
     def run(self, tmp: Any = None, task_vars: dict[str, Any] | None = None) -> dict[str, Any]:
         task_vars = task_vars or {}
         result: dict[str, Any] = super().run(tmp, task_vars)
-        answer = self._execute_module(module_args=plain(dict(self._task.args)), task_vars=task_vars)
+        args = plain(dict(self._task.args))
+        roles = args.pop("settle", None)
+        entered = args.pop("entered", None)
+        unknown = [role for role in roles or [] if role not in settle.ROLES]
+        if unknown:
+            result.update(failed=True, msg=f"settle names roles stack_state does not know: "
+                          f"{', '.join(map(str, unknown))}; known: {', '.join(settle.ROLES)}")
+            return result
+        facts = plain(task_vars.get("ansible_facts") or {})
+        if args.get("reads") is None:
+            if not roles:
+                result.update(failed=True, msg="stack_state needs reads, or settle")
+                return result
+            args["reads"] = settle.reads(facts)
+        answer = self._execute_module(module_args=args, task_vars=task_vars)
         cache = answer.get("ansible_facts", {}).get(CACHE)
         if isinstance(cache, dict):
             cache["play"] = play_id(self._task)
+        if roles and not answer.get("failed") and isinstance(cache, dict):
+            answers = cache.get("reads") or {}
+            prints = {role: settle.fingerprint(role, settle.content_digest(role), task_vars,
+                                               facts, answers)
+                      for role in roles}
+            recorded = (facts.get("ansible_local") or {}).get(settle.LEDGER)
+            answer["fingerprints"] = prints
+            if entered is None:
+                enter = settle.to_enter(recorded, prints)
+                # A run that asks for verification (--tags verify) verifies every role.
+                if "verify" in (task_vars.get("ansible_run_tags") or []):
+                    enter = list(roles)
+                answer["ansible_facts"]["ascend_stack_settle"] = {"roles": list(roles),
+                                                                  "enter": enter}
+            else:
+                requests = {name: entry.get("request") for name, entry in answers.items()}
+                answer["settled"] = settle.settled_record(recorded, prints, entered, requests)
+                del answer["ansible_facts"]
         result.update(answer)
         return result

@@ -67,6 +67,9 @@ SKIP = "env,models"
 # Issue 21: a converged host costs at most this many SSH executions in a no-op stack run. Issue
 # 33: two, fact gathering and the play's one state read (stack_state), where there were five.
 NOOP_SSH_CEILING = 2
+# Issue 33: and six tasks, fact gathering, that read, the three roles' skipped includes and the
+# skipped record of settled roles (playbooks/stack.yml), where there were 26.
+NOOP_TASKS = 6
 ROLLOUT_FACT = "/etc/ansible/facts.d/ascend_rollout.fact"
 STANDIN = "/opt/vllm-standin"  # vllm_service_env_prefix: the stand-in is its bin/vllm
 MODEL_CONFIG = "/var/lib/ascend-serve/models/tiny-deepseek-v3/config.json"
@@ -235,17 +238,26 @@ def test_rollout_stops_at_the_failed_batch_and_a_rerun_repairs(
 
     # A no-op re-run of the stack over SSH costs one fact gathering and a few round trips per
     # host, and starts no package manager (counted: the run_counts callback, bench/sshcount).
-    proc, counts = counted_playbook(
-        "ascend_serve.fleet.stack", "-i", str(inventory), "--skip-tags", SKIP,
-        "-e", f"ascend_stack_set={OLD}", "-e", f"npu_driver_firmware_version={OLD_FIRMWARE}",
-        env=_env(nodes), workdir=tmp_path, addresses=nodes.addresses, timeout=900)
-    assert proc.returncode == 0, proc.stdout[-3000:]
-    assert set(counts) == set(NODES), counts
-    for host, counted in counts.items():
+    def stack_rerun(*extra: str) -> dict[str, dict[str, int]]:
+        proc, counts = counted_playbook(
+            "ascend_serve.fleet.stack", "-i", str(inventory), "--skip-tags", SKIP,
+            "-e", f"ascend_stack_set={OLD}", "-e", f"npu_driver_firmware_version={OLD_FIRMWARE}",
+            *extra, env=_env(nodes), workdir=tmp_path, addresses=nodes.addresses, timeout=900)
+        assert proc.returncode == 0, proc.stdout[-3000:]
+        assert set(counts) == set(NODES), counts
+        return counts
+
+    for host, counted in stack_rerun().items():
         assert counted["changed"] == 0, (host, counted)
         assert counted["fact_gatherings"] <= 1, (host, counted)
         assert counted["package_manager_runs"] == 0, (host, counted)
         assert counted["ssh_executions"] <= NOOP_SSH_CEILING, (host, counted)
+        assert counted["tasks"] == NOOP_TASKS, (host, counted)
+    # A changed input enters its role (npu_driver, and ascend_stack it depends on), which finds
+    # nothing to do; the run records the role settled with its new fingerprint, its one change.
+    for host, counted in stack_rerun("-e", "npu_driver_reboot_timeout=1201").items():
+        assert counted["tasks"] > NOOP_TASKS + 10, (host, counted)
+        assert (counted["changed"], counted["package_manager_runs"]) == (1, 0), (host, counted)
 
     # 1. A chip of the second host goes Critical once that host is out of the balancer.
     sim = f"{sys.executable} -m ascend_sim"
