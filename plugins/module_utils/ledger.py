@@ -99,7 +99,7 @@ LEDGERS: dict[str, dict[str, Any]] = {
              "The distribution's own repository files were renamed *.disabled."),
             ("read", "dict", "The arguments the role's state read was given, checked against its "
              "argument spec: the role stack_settle reads with them at the end of a full run "
-             "of stack.yml.", OPTIONAL),
+             "of its play.", OPTIONAL),
         ),
     ),
     "ascend_host_tuning": _ledger(
@@ -132,6 +132,9 @@ LEDGERS: dict[str, dict[str, Any]] = {
             ("jemalloc_package", "str|null", "jemalloc package installed; null if not wanted."),
             ("jemalloc_path", "str|null",
              "jemalloc library for LD_PRELOAD; null if not wanted."),
+            ("read", "dict", "The arguments the role's state read was given, checked against its "
+             "argument spec: the role stack_settle reads with them at the end of a full run "
+             "of its play.", OPTIONAL),
         ),
     ),
     "ascend_rdma": _ledger(
@@ -196,7 +199,7 @@ LEDGERS: dict[str, dict[str, Any]] = {
              "Boot id when the reboot became pending ('' if none); a new boot id clears it."),
             ("read", "dict", "The arguments the role's state read was given, checked against its "
              "argument spec: the role stack_settle reads with them at the end of a full run "
-             "of stack.yml.", OPTIONAL),
+             "of its play.", OPTIONAL),
         ),
     ),
     "ascend_npu_network": _ledger(
@@ -232,14 +235,15 @@ LEDGERS: dict[str, dict[str, Any]] = {
             ("env_file", "str", "The same environment as KEY=value for systemd."),
             ("read", "dict", "The arguments the role's state read was given, checked against its "
              "argument spec: the role stack_settle reads with them at the end of a full run "
-             "of stack.yml.", OPTIONAL),
+             "of its play.", OPTIONAL),
         ),
     ),
     "ascend_stack_settled": _ledger(
         "stack_settle",
-        "The roles of stack.yml a full run left settled, each with its fingerprint, and the reads "
-        "that answered.",
-        ["stack.yml (its first task, module stack_state: the roles to enter)"],
+        "The roles of stack.yml and serving_env.yml a full run left settled, each with its "
+        "fingerprint, and the reads that answered.",
+        ["stack.yml and serving_env.yml (their first task, module stack_state: the roles to "
+         "enter)"],
         _keys(
             ("roles", "dict", "Role name to the fingerprint of its code, inputs, facts, ledger and "
              "read answers at the end of the run (plugins/plugin_utils/settle.py)."),
@@ -265,6 +269,9 @@ LEDGERS: dict[str, dict[str, Any]] = {
             ("python", "str", "Its interpreter."),
             ("python_version", "str", "Python X.Y."),
             ("packages", "dict", "Distribution -> version, as locked."),
+            ("read", "dict", "The arguments the role's state read was given, checked against its "
+             "argument spec: the role stack_settle reads with them at the end of a full run "
+             "of its play.", OPTIONAL),
         ),
     ),
     "ascend_model_store": _ledger(

@@ -17,8 +17,10 @@ from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 from ansible_collections.ascend_serve.fleet.plugins.module_utils import (
     cann_read,
     host_runtime_read,
+    host_tuning_read,
     npu_driver_read,
     os_base_read,
+    python_env_read,
 )
 
 READS: dict[str, Any] = {
@@ -26,6 +28,8 @@ READS: dict[str, Any] = {
     "npu_driver_facts": npu_driver_read,
     "cann_facts": cann_read,
     "host_runtime_facts": host_runtime_read,
+    "host_tuning_state": host_tuning_read,
+    "python_env_state": python_env_read,
 }
 
 

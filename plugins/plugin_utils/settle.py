@@ -1,12 +1,13 @@
-"""Which roles of ``stack.yml`` a host needs entered: a role is settled on a host when a full run
-left it there with the same inputs, and its read of the host answers what it answered then.
+"""Which roles of a play (``stack.yml``, ``serving_env.yml``) a host needs entered: a role is
+settled on a host when a full run left it there with the same inputs, and its read of the host
+answers what it answered then.
 
 A role's *fingerprint* on a host is one digest of everything its decisions on a converged host
 depend on:
 
 - the collection's code it runs: the files of the role and of its dependencies, the collection's
-  plugins, the version matrix and the ``ascend_serve.stack`` package that resolves it
-  (:func:`content_digest`);
+  plugins, the version matrix and the ``ascend_serve.stack`` package that resolves it, and the
+  data it reads (python_env's locks) (:func:`content_digest`);
 - its inputs: the host's variables with the role's or a dependency's prefix, the other variables
   its files name (:data:`ROLES`), and every variable those values name in turn (an inventory's
   ``cann_version: "{{ my_cann }}"`` brings ``my_cann`` in), as written, not templated: the same
@@ -42,10 +43,13 @@ from jinja2.exceptions import TemplateSyntaxError
 #: The ledger the play records the fingerprints in (plugins/module_utils/ledger.py).
 LEDGER = "ascend_stack_settled"
 
-#: Per role of stack.yml: its dependencies (whose files and inputs are its own too), its state
-#: reads (by module name), its ledger, and the variables its files name that have no prefix of
-#: its own or its dependencies'.
+#: Per role a play can skip: its dependencies (whose files and inputs are its own too), its state
+#: reads (by module name), its ledger, the variables its files name that have no prefix of its
+#: own or its dependencies', the collection's data it reads besides the version matrix, and the
+#: variables whose presence leaves it never settled (a path outside the collection whose
+#: content it reads: python_env_lock_dir).
 ROLES: dict[str, dict[str, Any]] = {
+    # stack.yml
     "os_base": {
         "dependencies": ["ledger"],
         "reads": ["os_base_state"],
@@ -66,16 +70,30 @@ ROLES: dict[str, dict[str, Any]] = {
         "names": ["python_env_manager", "python_env_python", "python_env_set",
                   "vllm_service_runtime"],
     },
+    # serving_env.yml
+    "host_tuning": {
+        "dependencies": ["ledger"],
+        "reads": ["host_tuning_state"],
+        "ledger": "ascend_host_tuning",
+        "names": [],
+    },
+    "python_env": {
+        "dependencies": ["ascend_stack", "ledger"],
+        "reads": ["python_env_state", "host_runtime_facts"],
+        "ledger": "ascend_python_env",
+        "names": ["vllm_service_runtime", "cann_env_file"],
+        "data": ["locks"],
+        "unsettled_by": ["python_env_lock_dir"],
+    },
 }
 
-#: The facts the roles' files read (gathered with subset ``min``, or by os_base itself).
+#: The facts the roles' files read (gathered with subset ``min``, or by a role itself).
 FACT_KEYS = ("architecture", "distribution", "distribution_major_version",
-             "distribution_version", "kernel", "os_family")
+             "distribution_version", "kernel", "os_family", "service_mgr")
 
 #: Variables with a role's prefix that a run sets (set_fact), not inputs: what they are made of is.
 DERIVED = frozenset({"ascend_stack_resolved", "ascend_stack_settle"})
 
-# Parsed only, never rendered: no output to escape.
 _JINJA = Environment(autoescape=False)  # noqa: S701
 
 
@@ -135,6 +153,7 @@ def content_digest(role: str, collection: Path | None = None) -> str:
     sources.append(root / "plugins")
     matrix = os.environ.get("ASCEND_SERVE_MATRIX")
     sources.append(Path(matrix) if matrix else root / "data" / "stack-matrix.yml")
+    sources += [root / "data" / name for name in ROLES[role].get("data", [])]
     spec = importlib.util.find_spec("ascend_serve")
     for location in (spec.submodule_search_locations or []) if spec else []:
         sources.append(Path(location) / "stack")
@@ -152,7 +171,10 @@ def _canonical(value: Any) -> str:
 
 def fingerprint(role: str, content: str, variables: Mapping[str, Any],
                 facts: Mapping[str, Any], answers: Mapping[str, Any]) -> str | None:
-    """The role's fingerprint; None when a read it needs has no answer (nothing to compare)."""
+    """The role's fingerprint; None when a read it needs has no answer (nothing to compare), or
+    a variable that leaves it unsettled is set."""
+    if any(name in variables for name in ROLES[role].get("unsettled_by", [])):
+        return None
     reads = {}
     for name in ROLES[role]["reads"]:
         answer = answers.get(name)
@@ -173,7 +195,8 @@ def fingerprint(role: str, content: str, variables: Mapping[str, Any],
 
 #: The ledger each role's read records its arguments in (``read``), by the read's module.
 READ_LEDGERS = {"os_base_state": "ascend_os_base", "npu_driver_facts": "ascend_npu_driver",
-                "cann_facts": "ascend_cann"}
+                "cann_facts": "ascend_cann", "host_tuning_state": "ascend_host_tuning",
+                "python_env_state": "ascend_python_env"}
 #: The read without a ledger of its own (ascend_stack's) and the fact that carries its arguments.
 HOST_RUNTIME, HOST_RUNTIME_FACT = "host_runtime_facts", "ascend_host_runtime"
 
@@ -211,11 +234,13 @@ def settled_record(recorded: Any, fingerprints: Mapping[str, str | None], entere
     """The ledger's new record at the end of a full run: a role entered in it is settled with
     its fingerprint now; a role not entered keeps its record only while its fingerprint is still
     the recorded one (another role's change to what it reads unsettles it)."""
-    before = recorded.get("roles") if isinstance(recorded, Mapping) else None
-    before = before if isinstance(before, Mapping) else {}
+    record = recorded if isinstance(recorded, Mapping) else {}
+    before = record.get("roles") if isinstance(record.get("roles"), Mapping) else {}
     went_in = set(entered)
-    roles = {role: print_ for role, print_ in fingerprints.items()
-             if print_ is not None and (role in went_in or before.get(role) == print_)}
-    return {"roles": dict(sorted(roles.items())),
-            "reads": {name: request for name, request in sorted(requests.items())
-                      if request is not None}}
+    # Another play's roles keep their record.
+    roles = {role: print_ for role, print_ in before.items() if role not in fingerprints}
+    roles.update({role: print_ for role, print_ in fingerprints.items()
+                  if print_ is not None and (role in went_in or before.get(role) == print_)})
+    reads = dict(record.get("reads")) if isinstance(record.get("reads"), Mapping) else {}
+    reads.update({name: request for name, request in requests.items() if request is not None})
+    return {"roles": dict(sorted(roles.items())), "reads": dict(sorted(reads.items()))}

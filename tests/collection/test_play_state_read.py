@@ -47,6 +47,15 @@ def _reads(tmp_path: Path) -> dict[str, dict[str, Any]]:
                              "ledger_path": str(tmp_path / "ledger.fact")},
         "cann_facts": {"install_path": str(install), "files": [str(tmp_path / "none.env")]},
         "host_runtime_facts": {"python": ""},
+        "host_tuning_state": {"sysctl": ["kernel.pid_max"],
+                              "limits_file": str(tmp_path / "limits"),
+                              "sysctl_file": str(tmp_path / "sysctl.conf"),
+                              "files": [str(tmp_path / "none")],
+                              "packages": ["make", "libjemalloc2"],
+                              "package_manager": "apt", "dpkg_status": str(_dpkg_status(tmp_path))},
+        "python_env_state": {"prefix": str(tmp_path / "venv"), "packages": ["make"],
+                             "package_manager": "apt", "dpkg_status": str(_dpkg_status(tmp_path)),
+                             "marker": str(tmp_path / "installed.json")},
     }
 
 
@@ -173,7 +182,8 @@ def test_in_a_play_the_role_reads_take_the_answer_and_no_module_runs(tmp_path: P
     assert out["driver_request"]["uid"] == 0
     # cann's answer, asked with other arguments, was not taken; the host runtime's is another
     # play's
-    assert out["left"] == ["cann_facts", "host_runtime_facts"]
+    assert out["left"] == ["cann_facts", "host_runtime_facts", "host_tuning_state",
+                           "python_env_state"]
     assert json.loads((tmp_path / "out2.json").read_text()) == "host"
     hosts = json.loads(counts.read_text().splitlines()[-1])["hosts"]
     # stack_state, driver again, cann, host runtime, two copies: 6 module runs of 8 tasks

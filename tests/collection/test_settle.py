@@ -184,7 +184,7 @@ def test_the_content_digest_covers_the_role_its_dependencies_and_the_plugins(
 # Named by the files, not inputs: Ansible's own (magic) variables and the facts (FACT_KEYS and
 # the ledgers are the fingerprint's), what the tasks set or loop over, and Jinja's own names.
 MAGIC = {"ansible_check_mode", "ansible_facts", "ansible_local", "ansible_managed",
-         "ansible_run_tags", "inventory_hostname", "omit", "role_path", "item", "lookup",
+         "ansible_run_tags", "inventory_hostname", "omit", "role_path", "item", "lookup", "query",
          "true", "false", "none", "True", "False", "None", "range", "loop", "namespace"}
 
 
@@ -273,11 +273,21 @@ def test_every_variable_a_role_names_is_one_of_its_inputs(role: str) -> None:
     assert {key for key in facts if not key.startswith("ascend_")} <= set(settle.FACT_KEYS)
 
 
-def test_the_play_settles_the_roles_it_includes() -> None:
-    play = yaml.safe_load((PLAYBOOKS / "stack.yml").read_text())[0]
-    first = play["pre_tasks"][0]["ascend_serve.fleet.stack_state"]
-    included = [task["ansible.builtin.include_role"]["name"].rsplit(".", 1)[-1]
-                for task in play["tasks"]]
-    assert first["settle"] == included == list(settle.ROLES)
-    for task, role in zip(play["tasks"], included, strict=True):
-        assert task["when"] == f"'{role}' in ansible_facts['ascend_stack_settle']['enter']"
+@pytest.mark.parametrize(("playbook", "roles"), [
+    ("stack.yml", ["os_base", "npu_driver", "cann"]),
+    ("serving_env.yml", ["host_tuning", "python_env"]),
+])
+def test_a_play_enters_by_the_verdict_the_roles_it_settles(playbook: str,
+                                                          roles: list[str]) -> None:
+    play = yaml.safe_load((PLAYBOOKS / playbook).read_text())[0]
+    read = [task for task in play["pre_tasks"] if "ascend_serve.fleet.stack_state" in task]
+    assert len(read) == 1
+    gated = {task["ansible.builtin.include_role"]["name"].rsplit(".", 1)[-1]: task["when"]
+             for task in play["tasks"] if "ascend_stack_settle" in str(task.get("when"))}
+    assert sorted(gated) == sorted(roles)
+    assert set(roles) <= set(settle.ROLES)
+    for role, when in gated.items():
+        assert when == f"'{role}' in ansible_facts['ascend_stack_settle']['enter']"
+    record = play["post_tasks"][-1]
+    assert record["ansible.builtin.include_role"]["name"] == "ascend_serve.fleet.stack_settle"
+    assert "not ansible_check_mode" in record["when"]

@@ -30,9 +30,12 @@ NODE = "ascend-local-a2"
 # added the router play (roles/router on the same node): 10 tasks and 1 module run (its one state
 # read) on a no-op, measured on their own with the run_counts callback. Issue 33: the stack play
 # reads the host once (stack_state), where os_base, npu_driver, cann and ascend_stack read it
-# each: 21 module runs and 261 tasks measured (bench/site_noop.py, 2026-12-06 16:19).
-SITE_NOOP_MODULE_RUNS = 21
-SITE_NOOP_TASKS = 263
+# each: 21 module runs and 261 tasks measured (bench/site_noop.py, 2026-12-06 16:19). Then the
+# stack and serving_env plays skip the includes of roles a full run left settled (os_base,
+# npu_driver, cann, host_tuning, python_env; role stack_settle): 20 module runs and 174 tasks
+# (bench/site_noop.py, 2026-12-06 19:29).
+SITE_NOOP_MODULE_RUNS = 20
+SITE_NOOP_TASKS = 174
 # Where `python -m ascend_sim node up` keeps the node's simulated hardware (node.json).
 SIM_STATE = Path(os.environ.get("ASCEND_SIM_STATE", "/var/lib/ascend-sim")) / NODE
 
