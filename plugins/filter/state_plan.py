@@ -8,6 +8,8 @@ things to do, so that the role's YAML reads a verdict instead of comparing in Ji
     report: "{{ _role_state | ascend_serve.fleet.sysctl_report(wanted) }}"
     limits: "{{ _role_state.limits | ascend_serve.fleet.limits_plan(host_tuning_limits) }}"
     wrong: "{{ _role_state.devices | ascend_serve.fleet.device_address_problems(planned) }}"
+    copy: "{{ _role_state | ascend_serve.fleet.copy_plan(src_dir, dest_dir, names) }}"
+    write: "{{ _role_state.files | ascend_serve.fleet.content_plan(contents) }}"
 
 The state is what the collection's state modules return (``files``: path -> the state
 ``module_utils/file_state.py`` reports; ``user``/``group``: ``module_utils/account_state.py``;
@@ -211,7 +213,35 @@ def device_address_problems(seen: Any, planned: Any) -> list[str]:
     return out
 
 
+def copy_plan(state: Any, src_dir: Any, dest_dir: Any, names: Any, mode: str = "0644",
+              owner: str = "root", group: str = "root") -> list[str]:
+    """The ``names`` whose copy in ``dest_dir`` on the node (the state read's ``files``) differs
+    from the controller's file in ``src_dir``: content (sha1), mode, owner or group, or missing."""
+    files = _mapping(_mapping(state, "copy_plan's input").get("files") or {}, "the state's files")
+    todo = []
+    for name in [str(n) for n in plain(names or [])]:
+        want = _wanted_file({"src": f"{src_dir}/{name}", "mode": mode, "owner": owner,
+                             "group": group})
+        if differences(files.get(f"{dest_dir}/{name}"), want):
+            todo.append(name)
+    return todo
+
+
+def content_plan(files: Any, contents: Any, suffix: str = "", mode: str = "0644",
+                 owner: str = "root", group: str = "root") -> list[str]:
+    """The names of ``contents`` (name: text) whose file ``name + suffix`` in ``files`` (a state
+    read's files, by path) differs from that text: content (sha1), mode, owner or group, or
+    missing."""
+    seen = _mapping(files or {}, "content_plan's input")
+    todo = []
+    for name, text in _mapping(contents or {}, "content_plan's contents").items():
+        want = _wanted_file({"content": text, "mode": mode, "owner": owner, "group": group})
+        if differences(seen.get(f"{name}{suffix}"), want):
+            todo.append(name)
+    return todo
+
+
 class FilterModule:
     def filters(self) -> dict[str, Any]:
         return filters_by_name(state_plan, unit_plan, sysctl_plan, sysctl_report, limits_plan,
-                               device_address_problems)
+                               device_address_problems, copy_plan, content_plan)

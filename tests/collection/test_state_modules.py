@@ -22,7 +22,8 @@ UTILS = "ansible_collections.ascend_serve.fleet.plugins.module_utils"
 package_db = importlib.import_module(f"{UTILS}.package_db")
 file_state = importlib.import_module(f"{UTILS}.file_state")
 hccl_state = importlib.import_module(f"{MODULES}.hccl_state")
-host_tuning_state = importlib.import_module(f"{MODULES}.host_tuning_state")
+host_tuning_read = importlib.import_module(
+    "ansible_collections.ascend_serve.fleet.plugins.module_utils.host_tuning_read")
 
 DPKG_STATUS = """Package: libjemalloc2
 Status: install ok installed
@@ -222,12 +223,12 @@ def test_host_tuning_state_reads_files_governors_and_limits(tmp_path: Path) -> N
                                                                    "unlimited"]]
     assert result["files"] == {str(tmp_path / "unit"): None}
     assert result["missing_packages"] == []
-    assert host_tuning_state.governors(str(tmp_path / "none"))["files"] == []
+    assert host_tuning_read.governors(str(tmp_path / "none"))["files"] == []
 
 
 def test_host_tuning_state_reads_a_running_kernel_value() -> None:
     # /proc/sys/kernel/ostype exists on every Linux kernel.
-    state = host_tuning_state.sysctl_state("kernel.ostype")
+    state = host_tuning_read.sysctl_state("kernel.ostype")
     assert state == {"exists": True, "writable": os.access("/proc/sys/kernel/ostype", os.W_OK),
                      "value": "Linux"}
 

@@ -15,6 +15,8 @@ from ansible.errors import AnsibleFilterError  # type: ignore[import-untyped]
 
 from ansible_collections.ascend_serve.fleet.plugins.filter.state_plan import (
     account_differs,
+    content_plan,
+    copy_plan,
     device_address_problems,
     limits_plan,
     state_plan,
@@ -286,3 +288,57 @@ def test_device_address_problems() -> None:
     assert device_address_problems(seen[:1], planned) == [
         "device 1: address none, planned 10.0.0.2"]
     assert device_address_problems(seen[:1], planned[:1]) == []
+
+
+def test_copy_plan_names_the_files_whose_copy_differs(tmp_path: Path) -> None:
+    src, dest = tmp_path / "locks", tmp_path / "node"
+    src.mkdir()
+    dest.mkdir()
+    names = ["plan.json", "a.txt", "b.txt", "c.txt"]
+    for name in names:
+        (src / name).write_text(f"{name}\n")
+        (dest / name).write_text(f"{name}\n")
+    (dest / "b.txt").write_text("older\n")
+    (dest / "c.txt").unlink()
+    owner = file_state(str(src / "a.txt"))
+    assert owner is not None
+
+    def state() -> dict[str, Any]:
+        return {"files": {str(dest / n): file_state(str(dest / n)) for n in names}}
+
+    for name in ("plan.json", "a.txt", "b.txt"):
+        (dest / name).chmod(0o644)
+    args = (str(src), str(dest), names, "0644", owner["owner"], owner["group"])
+    assert copy_plan(state(), *args) == ["b.txt", "c.txt"]  # content, missing; in order
+    (dest / "plan.json").chmod(0o600)
+    assert copy_plan(state(), *args) == ["plan.json", "b.txt", "c.txt"]  # mode
+    assert copy_plan(state(), str(src), str(dest), ["a.txt"], "0644", "nobody",
+                     owner["group"]) == ["a.txt"]  # owner
+    (dest / "plan.json").chmod(0o644)
+    (dest / "b.txt").write_text("b.txt\n")
+    (dest / "c.txt").write_text("c.txt\n")
+    (dest / "c.txt").chmod(0o644)
+    assert copy_plan(state(), *args) == []  # converged
+    with pytest.raises(AnsibleFilterError):
+        copy_plan(state(), str(src), str(dest), ["no-such-file"])
+
+
+def test_content_plan_names_the_files_whose_text_differs(tmp_path: Path) -> None:
+    suffix = "-1.0.dist-info/METADATA"
+    contents = {"torch_npu": "Name: torch_npu\n", "vllm": "Name: vllm\n", "x": "Name: x\n"}
+    for name, text in contents.items():
+        (tmp_path / f"{name}{suffix.split('/')[0]}").mkdir()
+        path = tmp_path / f"{name}{suffix}"
+        path.write_text(text)
+        path.chmod(0o644)
+    (tmp_path / f"vllm{suffix}").write_text("Name: vllm-old\n")
+    files = {f"{name}{suffix}": file_state(str(tmp_path / f"{name}{suffix}"))
+             for name in contents}
+    files["x" + suffix] = None  # missing
+    mine = file_state(str(tmp_path / f"torch_npu{suffix}"))
+    assert mine is not None
+    args = (suffix, "0644", mine["owner"], mine["group"])
+    assert content_plan(files, contents, *args) == ["vllm", "x"]
+    assert content_plan(files, {"torch_npu": contents["torch_npu"]}, *args) == []
+    assert content_plan(files, {"torch_npu": contents["torch_npu"]}, suffix, "0600",
+                        mine["owner"], mine["group"]) == ["torch_npu"]  # mode
