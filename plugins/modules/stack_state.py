@@ -41,7 +41,7 @@ options:
         action plugin, on the controller; see C(plugins/plugin_utils/settle.py)).
       - Without O(entered), the fact C(ascend_stack_settle) says which of them to enter, those
         whose fingerprint differs from the one recorded in the ledger C(ascend_stack_settled)
-        (all of them in a run tagged C(verify)).
+        (all of them in a run tagged C(verify), or with the variable C(ascend_settle) false).
     type: list
     elements: str
   entered:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+from ansible.module_utils.parsing.convert_bool import boolean
 from ansible.plugins.action import ActionBase
 
 from ansible_collections.ascend_serve.fleet.plugins.module_utils.state_reads import (
@@ -140,8 +141,11 @@ class StackStateAction(ActionBase):
             answer["fingerprints"] = prints
             if entered is None:
                 enter = settle.to_enter(recorded, prints)
-                # A run that asks for verification (--tags verify) verifies every role.
-                if "verify" in (task_vars.get("ansible_run_tags") or []):
+                # A run that asks for verification (--tags verify) verifies every role, and one
+                # with ascend_settle false decides every role again.
+                settling = boolean(self._templar.template(task_vars.get("ascend_settle", True)),
+                                   strict=False)
+                if "verify" in (task_vars.get("ansible_run_tags") or []) or not settling:
                     enter = list(roles)
                 answer["ansible_facts"]["ascend_stack_settle"] = {"roles": list(roles),
                                                                   "enter": enter}

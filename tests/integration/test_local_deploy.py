@@ -85,6 +85,16 @@ def test_local_deploy_fresh_then_no_change(tmp_path: Path) -> None:
                       second.stdout)
     assert recap is not None, second.stdout[-4000:]
     assert recap.group(1) == "0", "a second run of the main job must change nothing"
+    # The roles a full run left settled were skipped above; with ascend_settle false every role
+    # decides again, and finds nothing to do either (the roles' own idempotence).
+    third = _playbook("site.yml", "-e", "ascend_settle=false")
+    assert third.returncode == 0, third.stdout[-4000:] + third.stderr[-4000:]
+    for entered in ("os_base : Read the repositories", "cann : Decide what to install",
+                    "host_tuning : Read the kernel settings", "python_env : Decide what to copy"):
+        assert f"TASK [ascend_serve.fleet.{entered}" in third.stdout, entered
+    recap = re.search(rf"{NODE}\s*:\s*ok=\d+\s+changed=(\d+)\s+unreachable=0\s+failed=0",
+                      third.stdout)
+    assert recap is not None and recap.group(1) == "0", third.stdout[-4000:]
     report = json.loads(
         subprocess.run(["podman", "exec", NODE, "cat", "/var/lib/ascend-serve/preflight.json"],
                        capture_output=True, text=True, check=True).stdout
