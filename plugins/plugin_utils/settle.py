@@ -44,47 +44,33 @@ from jinja2.exceptions import TemplateSyntaxError
 LEDGER = "ascend_stack_settled"
 
 #: Per role a play can skip: its dependencies (whose files and inputs are its own too), its state
-#: reads (by module name), its ledger, the variables its files name that have no prefix of its
-#: own or its dependencies', the collection's data it reads besides the version matrix, and the
-#: variables whose presence leaves it never settled (a path outside the collection whose
+#: reads (by module name), its ledger, the collection's data it reads besides the version matrix,
+#: and the variables whose presence leaves it never settled (a path outside the collection whose
 #: content it reads: python_env_lock_dir).
 ROLES: dict[str, dict[str, Any]] = {
     # stack.yml
-    "os_base": {
-        "dependencies": ["ledger"],
-        "reads": ["os_base_state"],
-        "ledger": "ascend_os_base",
-        "names": [],
-    },
-    "npu_driver": {
-        "dependencies": ["ascend_stack", "ledger"],
-        "reads": ["npu_driver_facts", "host_runtime_facts"],
-        "ledger": "ascend_npu_driver",
-        "names": ["python_env_manager", "python_env_python", "python_env_set",
-                  "vllm_service_runtime"],
-    },
-    "cann": {
-        "dependencies": ["ascend_stack", "ledger"],
-        "reads": ["cann_facts", "host_runtime_facts"],
-        "ledger": "ascend_cann",
-        "names": ["python_env_manager", "python_env_python", "python_env_set",
-                  "vllm_service_runtime"],
-    },
+    "os_base": {"dependencies": ["ledger"], "reads": ["os_base_state"],
+                "ledger": "ascend_os_base"},
+    "npu_driver": {"dependencies": ["ascend_stack", "ledger"],
+                   "reads": ["npu_driver_facts", "host_runtime_facts"],
+                   "ledger": "ascend_npu_driver"},
+    "cann": {"dependencies": ["ascend_stack", "ledger"],
+             "reads": ["cann_facts", "host_runtime_facts"], "ledger": "ascend_cann"},
     # serving_env.yml
-    "host_tuning": {
-        "dependencies": ["ledger"],
-        "reads": ["host_tuning_state"],
-        "ledger": "ascend_host_tuning",
-        "names": [],
-    },
-    "python_env": {
-        "dependencies": ["ascend_stack", "ledger"],
-        "reads": ["python_env_state", "host_runtime_facts"],
-        "ledger": "ascend_python_env",
-        "names": ["vllm_service_runtime", "cann_env_file"],
-        "data": ["locks"],
-        "unsettled_by": ["python_env_lock_dir"],
-    },
+    "host_tuning": {"dependencies": ["ledger"], "reads": ["host_tuning_state"],
+                    "ledger": "ascend_host_tuning"},
+    "python_env": {"dependencies": ["ascend_stack", "ledger"],
+                   "reads": ["python_env_state", "host_runtime_facts"],
+                   "ledger": "ascend_python_env", "data": ["locks"],
+                   "unsettled_by": ["python_env_lock_dir"]},
+}
+
+#: The variables a role's files name that have no prefix of that role: inputs of every role that
+#: is or depends on it.
+NAMES: dict[str, list[str]] = {
+    "ascend_stack": ["python_env_manager", "python_env_python", "python_env_set",
+                     "vllm_service_runtime"],
+    "python_env": ["vllm_service_runtime", "cann_env_file"],
 }
 
 #: The facts the roles' files read (gathered with subset ``min``, or by a role itself).
@@ -94,11 +80,18 @@ FACT_KEYS = ("architecture", "distribution", "distribution_major_version",
 #: Variables with a role's prefix that a run sets (set_fact), not inputs: what they are made of is.
 DERIVED = frozenset({"ascend_stack_resolved", "ascend_stack_settle"})
 
+# Parsed only, never rendered: no output to escape.
 _JINJA = Environment(autoescape=False)  # noqa: S701
 
 
 def prefixes(role: str) -> tuple[str, ...]:
     return tuple(name + "_" for name in [role, *ROLES[role]["dependencies"]])
+
+
+def names(role: str) -> set[str]:
+    """The variables without a prefix of its own that the role's files, or its dependencies',
+    name."""
+    return {name for part in [role, *ROLES[role]["dependencies"]] for name in NAMES.get(part, [])}
 
 
 def _names_in(value: Any) -> set[str]:
@@ -124,7 +117,7 @@ def inputs(role: str, variables: Mapping[str, Any]) -> dict[str, Any]:
     """The role's inputs among ``variables`` (a host's, as written): by prefix and by name, then
     what their templates name, transitively; derived and private variables left out."""
     start = {name for name in variables
-             if name.startswith(prefixes(role)) or name in ROLES[role]["names"]}
+             if name.startswith(prefixes(role)) or name in names(role)}
     chosen: dict[str, Any] = {}
     todo = sorted(start - DERIVED)
     while todo:

@@ -267,7 +267,7 @@ def test_every_variable_a_role_names_is_one_of_its_inputs(role: str) -> None:
         named |= more
         facts |= keys
     covered = {name for name in named
-               if name.startswith(settle.prefixes(role)) or name in settle.ROLES[role]["names"]}
+               if name.startswith(settle.prefixes(role)) or name in settle.names(role)}
     assert named - covered - MAGIC - settle.DERIVED == set(), "not a fingerprint input"
     # the facts a role reads: those of FACT_KEYS, or those the roles' reads set (their answers)
     assert {key for key in facts if not key.startswith("ascend_")} <= set(settle.FACT_KEYS)
