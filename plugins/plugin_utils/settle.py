@@ -9,7 +9,7 @@ depend on:
   plugins, the version matrix and the ``ascend_serve.stack`` package that resolves it, and the
   data it reads (python_env's locks) (:func:`content_digest`);
 - its inputs: the host's variables with the role's or a dependency's prefix, the other variables
-  its files name (:data:`ROLES`), and every variable those values name in turn (an inventory's
+  its files name (:data:`NAMES`), and every variable those values name in turn (an inventory's
   ``cann_version: "{{ my_cann }}"`` brings ``my_cann`` in), as written, not templated: the same
   text in the play's first task and in its last one;
 - the facts its files read (:data:`FACT_KEYS`) and its ledger (``ansible_local``);

@@ -141,6 +141,13 @@ def test_the_record_keeps_what_this_run_settled_and_what_is_still_true() -> None
                       "reads": {"os_base_state": {"packages": []}}}
     # a role without a fingerprint (a read refused) is not recorded, even when entered
     assert settle.settled_record(None, {"cann": None}, ["cann"], {})["roles"] == {}
+    # another play's roles and reads are kept: its first task compares them with a fresh read
+    other = {"roles": {"host_tuning": "h", "cann": "c"},
+             "reads": {"host_tuning_state": {"sysctl": []}}}
+    assert settle.settled_record(other, {"cann": "c2"}, ["cann"],
+                                 {"cann_facts": {"install_path": "/x"}}) == {
+        "roles": {"cann": "c2", "host_tuning": "h"},
+        "reads": {"cann_facts": {"install_path": "/x"}, "host_tuning_state": {"sysctl": []}}}
 
 
 def test_the_reads_are_those_the_roles_recorded() -> None:
